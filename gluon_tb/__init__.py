@@ -1,0 +1,40 @@
+"""gluon_tb: TensorBoard for Apache MXNet Gluon.
+
+One line in ``Estimator.fit`` logs the whole training::
+
+    from gluon_tb import TensorBoardHandler
+    est.fit(train_data, val_data, epochs=5, event_handlers=[TensorBoardHandler("logs")])
+
+and :class:`SummaryWriter` is a drop-in for mxboard's, usable with numpy alone.
+The handlers need MXNet and are imported on first use, so ``import gluon_tb``
+works without it.
+"""
+from typing import Any
+
+from .writer import SummaryWriter, WriterClosedError
+from .writer._image import make_image_grid
+
+__version__ = "0.1.0"
+
+_HANDLERS = ("TensorBoardHandler", "TensorBoardCallback")
+
+__all__ = [
+    "SummaryWriter",
+    "WriterClosedError",
+    "make_image_grid",
+    "TensorBoardHandler",
+    "TensorBoardCallback",
+    "__version__",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HANDLERS:
+        from . import handlers
+
+        return getattr(handlers, name)
+    raise AttributeError(f"module 'gluon_tb' has no attribute {name!r}")
+
+
+def __dir__() -> list:
+    return sorted(set(globals()) | set(__all__))

@@ -1,0 +1,106 @@
+"""One TensorBoard event file: its name, its first event, and raw appends.
+
+The file is opened lazily (on the first write), so a run that logs nothing
+leaves no empty event file behind. Every write is one ``os.write`` of whole
+framed records straight to the OS: a process killed right after loses
+nothing that was written, and a failed (for example ENOSPC) write is cut back
+to the last whole record so the file never keeps a torn record in the middle.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import socket
+import threading
+import time
+from typing import Optional
+
+from . import _proto
+from ._record import frame
+
+FILE_VERSION = "brain.Event:2"
+_counter = itertools.count()
+_counter_lock = threading.Lock()
+
+
+def _hostname() -> str:
+    host = socket.gethostname() or "localhost"
+    return host.replace(os.sep, "_")
+
+
+class EventFile:
+    """Appends framed records to ``events.out.tfevents.<secs>.<host>.<pid>.<n><suffix>``.
+
+    Example::
+
+        f = EventFile("logs/train")
+        f.write(frame_many([...]))
+        f.close()
+    """
+
+    def __init__(self, directory: str, filename_suffix: str = "") -> None:
+        self.directory = directory
+        self.suffix = filename_suffix
+        self.path: Optional[str] = None
+        self._fd: Optional[int] = None
+        self._size = 0
+
+    # -- opening ---------------------------------------------------------------
+    def _open(self) -> None:
+        os.makedirs(self.directory, exist_ok=True)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
+        while True:
+            with _counter_lock:
+                n = next(_counter)
+            name = (f"events.out.tfevents.{int(time.time()):010d}.{_hostname()}."
+                    f"{os.getpid()}.{n}{self.suffix}")
+            path = os.path.join(self.directory, name)
+            try:
+                # 0o666 & ~umask: never more permissive than the process allows
+                fd = os.open(path, flags, 0o666)
+                break
+            except FileExistsError:  # another process with our pid and counter: try the next
+                continue
+        self._fd, self.path, self._size = fd, path, 0
+        self._write_all(frame(_proto.event(time.time(), 0, file_version=FILE_VERSION)))
+
+    @property
+    def is_open(self) -> bool:
+        return self._fd is not None
+
+    # -- writing ---------------------------------------------------------------
+    def write(self, data: bytes) -> None:
+        """Append ``data`` (whole framed records); on error cut back and raise."""
+        if not data:
+            return
+        if self._fd is None:
+            self._open()
+        self._write_all(data)
+
+    def _write_all(self, data: bytes) -> None:
+        fd = self._fd
+        if fd is None:
+            raise ValueError("I/O operation on a closed event file")
+        view = memoryview(data)
+        start = self._size
+        try:
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+        except OSError:
+            try:  # drop the partial record so later appends stay readable
+                os.ftruncate(fd, start)
+            except OSError:
+                pass
+            raise
+        self._size = start + len(data)
+
+    def sync(self) -> None:
+        """Ask the OS to put the file on stable storage (``fsync``)."""
+        if self._fd is not None:
+            os.fsync(self._fd)
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)

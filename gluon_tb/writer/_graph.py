@@ -1,0 +1,273 @@
+"""The model graph: an MXNet symbol turned into TensorBoard's ``GraphDef``.
+
+``capture_graph(net)`` runs on the caller's thread and does every MXNet call
+(the symbol's JSON, shape inference, the block tree's prefixes); the payload it
+returns is plain Python. ``build_graph(payload)`` runs on the worker and encodes
+the ``GraphDef`` with :mod:`._proto`; the writer wraps it in an ``Event``.
+
+Node names are MXNet's names turned into TensorBoard name scopes:
+
+* for a Gluon block, by the block tree: a node belongs to the deepest block
+  whose ``prefix`` starts its name, so ``hybridsequential0_dense0_fwd`` becomes
+  ``hybridsequential0/dense0/fwd``;
+* for a bare Symbol, by shared prefixes: the name is cut at an ``_`` when the
+  part before it is shared by at least two nodes, one of them an operator
+  (``fc1_weight``, ``fc1_bias`` and ``fc1`` share ``fc1``, so they become
+  ``fc1/weight``, ``fc1/bias`` and ``fc1/fc1``).
+
+A node whose name is also the scope of other nodes moves inside that scope
+(``fc1`` -> ``fc1/fc1``), since TensorBoard cannot draw a node and a group under
+one name. Data inputs have op ``Placeholder``, parameters and auxiliary states
+op ``Variable``; the ``k``-th output (``k > 0``) of a node is ``name:k``.
+"""
+from __future__ import annotations
+
+import json
+import numbers
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from . import _proto
+from ._convert import describe
+
+__all__ = ["GraphPayload", "capture_graph", "build_graph"]
+
+Shape = Tuple[int, ...]
+
+# Variables of a bare Symbol with these name endings are parameters, not data.
+_PARAM_SUFFIXES = ("_weight", "_bias", "_gamma", "_beta", "_moving_mean", "_moving_var",
+                   "_running_mean", "_running_var", "_parameters", "_state", "_state_cell")
+_PARAM_ATTRS = ("__lr_mult__", "__wd_mult__", "__init__")
+_NEEDS_RUN = ("call net.hybridize() and then run one forward pass, net(x), before adding "
+              "its graph")
+
+
+@dataclass(frozen=True)
+class GraphPayload:
+    """What :func:`build_graph` needs, free of MXNet objects."""
+
+    symbol_json: str
+    #: ``(prefix, scope path)`` of every block, longest prefix first; ``None`` for a Symbol.
+    scopes: Optional[Tuple[Tuple[str, str], ...]]
+    data_names: frozenset
+    param_names: frozenset
+    #: node name -> one shape per output (``-1`` for an unknown dim), where inferred.
+    shapes: Mapping[str, Tuple[Shape, ...]]
+
+
+# ---------------------------------------------------------------- caller thread
+def capture_graph(net: Any, *, input_shapes: Any = None) -> GraphPayload:
+    """Take the graph of a hybridized, already-run Gluon ``HybridBlock`` or of a ``Symbol``.
+
+    ``input_shapes`` gives the data inputs' shapes so that every node's output
+    shape can be inferred: a mapping ``{input name: shape}``, a list of shapes
+    in input order, or one shape for a single input. MXNet does not keep the
+    shapes of the last forward pass, so without it only the shapes that follow
+    from the parameters are recorded.
+    """
+    import mxnet as mx  # lazily: the writer works without MXNet
+
+    if isinstance(net, mx.sym.Symbol):
+        sym, data, scopes, params = net, None, None, None
+    elif isinstance(net, mx.gluon.HybridBlock):
+        sym, data = _block_graph(net)
+        scopes = tuple(sorted(_block_scopes(net), key=lambda s: -len(s[0])))
+        params = {p.name: p for p in net.collect_params().values()}
+    elif isinstance(net, mx.gluon.Block):
+        raise TypeError(f"net must be a HybridBlock to have a graph, got the Block "
+                        f"{type(net).__name__}; build it from gluon HybridBlocks, then {_NEEDS_RUN}")
+    else:
+        raise TypeError(f"net must be a hybridized Gluon HybridBlock or an MXNet Symbol, "
+                        f"got {describe(net)}")
+
+    arg_names = sym.list_arguments()
+    aux_names = sym.list_auxiliary_states()
+    if data is None:  # a bare Symbol: tell data from parameters by name and attributes
+        attrs = sym.attr_dict()
+        data = [n for n in arg_names if not _looks_like_param(n, attrs.get(n, {}))]
+    data_set = frozenset(data)
+    param_set = frozenset(n for n in arg_names + aux_names if n not in data_set)
+
+    known: Dict[str, Shape] = {}
+    if params is not None:
+        for name in param_set:
+            p = params.get(name)
+            if p is not None and p.shape is not None and all(d > 0 for d in p.shape):
+                known[name] = tuple(p.shape)
+    known.update(_check_input_shapes(input_shapes, list(data)))
+    return GraphPayload(sym.tojson(), scopes, data_set, param_set, _infer_shapes(sym, known))
+
+
+def _block_graph(net: Any) -> Tuple[Any, List[str]]:
+    import mxnet as mx
+
+    # a SymbolBlock holds its graph from the start; any other block builds it when it
+    # first runs hybridized
+    if not isinstance(net, mx.gluon.SymbolBlock) and not getattr(net, "_active", False):
+        raise ValueError(f"net {type(net).__name__} is not hybridized: {_NEEDS_RUN}")
+    graph = getattr(net, "_cached_graph", ())
+    if not graph:
+        raise ValueError(f"net {type(net).__name__} is hybridized but has not run yet: "
+                         f"{_NEEDS_RUN}")
+    inputs, sym = graph
+    return sym, [s.name for s in inputs]
+
+
+def _block_scopes(block: Any, parent_prefix: str = "", parent_path: str = ""):
+    """``(prefix, path)`` for ``block`` and every descendant."""
+    prefix = block.prefix
+    short = prefix[len(parent_prefix):] if prefix.startswith(parent_prefix) else prefix
+    short = short.strip("_")
+    path = "/".join(p for p in (parent_path, short) if p)
+    out = [(prefix, path)] if prefix else []
+    for child in block._children.values():
+        out += _block_scopes(child, prefix, path)
+    return out
+
+
+def _looks_like_param(name: str, attrs: Mapping[str, str]) -> bool:
+    return name.endswith(_PARAM_SUFFIXES) or any(a in attrs for a in _PARAM_ATTRS)
+
+
+def _check_input_shapes(input_shapes: Any, data: List[str]) -> Dict[str, Shape]:
+    if input_shapes is None:
+        return {}
+    msg = (f"input_shapes must be a shape, a list of shapes (one per input {data}) or a dict "
+           f"from input name to shape, got {describe(input_shapes)}")
+    if isinstance(input_shapes, Mapping):
+        items = list(input_shapes.items())
+        unknown = [k for k, _ in items if k not in data]
+        if unknown:
+            raise ValueError(f"input_shapes names {unknown} that are not inputs of net; "
+                             f"its inputs are {data}")
+    elif not isinstance(input_shapes, (list, tuple)):
+        raise TypeError(msg)
+    elif input_shapes and all(_is_dim(d) for d in input_shapes):
+        items = list(zip(data[:1], [input_shapes]))
+        if len(data) != 1:
+            raise ValueError(f"input_shapes is one shape but net has {len(data)} inputs {data}")
+    else:
+        if len(input_shapes) != len(data):
+            raise ValueError(f"input_shapes has {len(input_shapes)} shapes but net has "
+                             f"{len(data)} inputs {data}")
+        items = list(zip(data, input_shapes))
+    out = {}
+    for k, shp in items:
+        if not isinstance(shp, (list, tuple)) or not shp or not all(_is_dim(d) for d in shp):
+            raise TypeError(f"{msg}: the shape of {k!r} is {describe(shp)}")
+        out[k] = tuple(int(d) for d in shp)
+    return out
+
+
+def _is_dim(d: Any) -> bool:
+    return isinstance(d, numbers.Integral) and not isinstance(d, bool) and d > 0
+
+
+def _infer_shapes(sym: Any, known: Dict[str, Shape]) -> Dict[str, Tuple[Shape, ...]]:
+    """Every node's output shapes that MXNet can infer from ``known``; ``-1`` for unknown dims."""
+    internals = sym.get_internals()
+    try:
+        _, out_shapes, _ = internals.infer_shape_partial(**known)
+    except Exception:  # inconsistent shapes: record the graph without them
+        return {}
+    if out_shapes is None:
+        return {}
+    grouped: Dict[str, List[Optional[Shape]]] = {}
+    for i, shp in enumerate(out_shapes):
+        # an unknown shape is () in MXNet's legacy shape semantics, an unknown dim 0
+        grouped.setdefault(internals[i].name, []).append(
+            tuple(d if d > 0 else -1 for d in shp) if shp else None)
+    return {k: tuple(v) for k, v in grouped.items() if all(s is not None for s in v)}  # type: ignore[misc]
+
+
+# ---------------------------------------------------------------- worker
+def build_graph(payload: GraphPayload) -> bytes:
+    """The encoded ``GraphDef`` of a captured graph."""
+    graph = json.loads(payload.symbol_json)
+    nodes = graph["nodes"]
+    ops = [n["op"] for n in nodes]
+    raw = [n["name"] for n in nodes]
+    if payload.scopes is not None:
+        scoped = [_scope_by_blocks(n, payload.scopes) for n in raw]
+    else:
+        scoped = _scope_by_prefixes(raw, [op != "null" for op in ops])
+    names = _unique(_out_of_scopes(scoped))
+    counts: Dict[str, int] = {}
+    for n in raw:
+        counts[n] = counts.get(n, 0) + 1
+
+    encoded = []
+    for i, node in enumerate(nodes):
+        name = raw[i]
+        attrs = dict(node.get("attrs") or node.get("attr") or node.get("param") or {})
+        shapes = payload.shapes.get(name) if counts[name] == 1 else None
+        if ops[i] == "null":
+            op = "Placeholder" if name in payload.data_names else "Variable"
+            if shapes:
+                attrs.pop("__shape__", None)  # may be stale, e.g. (10, 0) before deferred init
+        else:
+            op = ops[i]
+        values = {k: _proto.attr_value(str(v)) for k, v in attrs.items() if k != "_output_shapes"}
+        if shapes:
+            values["_output_shapes"] = _proto.attr_shapes(shapes)
+        inputs = [names[e[0]] + (f":{e[1]}" if e[1] else "") for e in node.get("inputs", [])]
+        encoded.append(_proto.node_def(names[i], op, inputs, values))
+    return _proto.graph_def(encoded)
+
+
+def _scope_by_blocks(name: str, scopes: Sequence[Tuple[str, str]]) -> str:
+    for prefix, path in scopes:  # longest prefix first
+        if name.startswith(prefix) and len(name) > len(prefix):
+            return f"{path}/{name[len(prefix):]}" if path else name[len(prefix):]
+    return name
+
+
+def _cuts(name: str) -> List[int]:
+    """Positions of the ``_`` that may end a scope (not leading, trailing or doubled)."""
+    return [i for i in range(1, len(name) - 1)
+            if name[i] == "_" and name[i - 1] != "_" and name[i + 1] != "_"]
+
+
+def _scope_by_prefixes(names: Sequence[str], is_op: Sequence[bool]) -> List[str]:
+    members: Dict[str, List[int]] = {}  # candidate scope -> the nodes under it
+    for j, name in enumerate(names):
+        for i in _cuts(name):
+            members.setdefault(name[:i], []).append(j)
+    for j, name in enumerate(names):  # a node named like a scope belongs to it
+        if name in members:
+            members[name].append(j)
+    scopes = {p for p, js in members.items() if len(js) >= 2 and any(is_op[j] for j in js)}
+    out = []
+    for name in names:
+        parts, start = [], 0
+        for i in _cuts(name):
+            if name[:i] in scopes:
+                parts.append(name[start:i])
+                start = i + 1
+        parts.append(name[start:])
+        out.append("/".join(parts))
+    return out
+
+
+def _out_of_scopes(names: List[str]) -> List[str]:
+    """Move a node named like a scope of other nodes into it: ``fc1`` -> ``fc1/fc1``."""
+    scopes = {n[:i] for n in names for i in range(len(n)) if n[i] == "/"}
+    return [f"{n}/{n.rsplit('/', 1)[-1]}" if n in scopes else n for n in names]
+
+
+def _unique(names: List[str]) -> List[str]:
+    seen: Dict[str, int] = {}
+    out = []
+    taken = set(names)
+    for n in names:
+        if n in seen:
+            k = seen[n]
+            while f"{n}_{k}" in taken:
+                k += 1
+            seen[n] = k + 1
+            n = f"{n}_{k}"
+            taken.add(n)
+        else:
+            seen[n] = 1
+        out.append(n)
+    return out

@@ -1,0 +1,342 @@
+"""The background pipeline: a queue bounded in bytes, drained by one worker.
+
+The training thread only appends small tuples to a deque (no lock, no
+wake-up for scalars); the worker wakes every ``flush_secs`` or when enough has
+queued, drains everything in one go, builds and frames the events and writes
+each run's records with one ``os.write``. ``flush()`` puts a marker in the
+queue and waits until the worker has written everything before it.
+
+Errors of the worker (an OSError from a full disk, a builder that failed) are
+kept and raised on the producer's next call, ``flush()`` or ``close()`` — once,
+after which the writer carries on.
+"""
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import struct
+import threading
+import time
+from typing import Any, Callable, Dict, List, Optional
+
+from . import _proto
+from ._event_file import EventFile
+from ._record import frame_many
+
+log = logging.getLogger("gluon_tb")
+
+SCALAR, SUMMARY, ACTION, FLUSH, STOP = range(5)
+SCALAR_COST = 96  # bytes one queued scalar costs, tuple and floats included
+DEFAULT_MAX_QUEUE_BYTES = 64 << 20
+_BATCH = 16384  # most items the worker takes per round
+DROPPED_TAG = "gluon_tb/dropped_events"
+_prefixes: Dict[str, bytes] = {}  # tag -> constant part of its scalar events
+_pack_head = struct.Struct("<Bd").pack
+
+
+class WriterClosedError(RuntimeError):
+    """Raised when a closed writer is used."""
+
+
+def _scalar_of(value: Any) -> float:
+    """Turn a queued scalar (float, numpy scalar, NDArray) into a float, on the worker."""
+    if hasattr(value, "asscalar"):  # MXNet NDArray: waits on MXNet's engine, here, not in training
+        return float(value.asnumpy().reshape(-1)[0])
+    if hasattr(value, "reshape"):
+        return float(value.reshape(-1)[0])
+    return float(value)
+
+
+class Sink:
+    """What actions see of the worker: event records by run, and whole files."""
+
+    def __init__(self, pipeline: "Pipeline") -> None:
+        self._p = pipeline
+        self.logdir = pipeline.logdir
+
+    def write_event(self, event: bytes, run: Optional[str] = None) -> None:
+        self._p._pending.setdefault(run, []).append(event)
+
+    def write_file(self, relpath: str, data: bytes) -> None:
+        """Write ``data`` to ``logdir/relpath`` atomically (temp file, then rename)."""
+        root = os.path.realpath(self.logdir)
+        path = os.path.realpath(os.path.join(root, relpath))
+        if os.path.commonpath([root, path]) != root:
+            raise ValueError(f"refusing to write outside the log directory: {relpath!r}")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.tmp.{os.getpid()}"
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+
+
+class Pipeline:
+    """Queue + worker + one :class:`EventFile` per run directory."""
+
+    def __init__(self, logdir: str, *, flush_secs: float = 2.0, filename_suffix: str = "",
+                 max_queue_bytes: int = DEFAULT_MAX_QUEUE_BYTES, wake_items: int = 4096,
+                 on_full: str = "block") -> None:
+        self.logdir = logdir
+        self.flush_secs = flush_secs
+        self.suffix = filename_suffix
+        self.max_queue_bytes = max_queue_bytes
+        self.on_full = on_full
+        self._wake_items = wake_items
+        self._files: Dict[Optional[str], EventFile] = {}
+        self._pending: Dict[Optional[str], List[bytes]] = {}
+        self.dropped = 0
+        self._dropped_reported = 0
+        self.closed = False
+        self._reset_runtime()
+
+    def _reset_runtime(self) -> None:
+        self._q: collections.deque = collections.deque()
+        self._wake = threading.Event()
+        self._space = threading.Condition(threading.Lock())
+        self._big_bytes = 0
+        self._thread: Optional[threading.Thread] = None
+        self._start_lock = threading.Lock()
+        self.error: Optional[BaseException] = None
+
+    # ------------------------------------------------------------ producer side
+    def put_scalar(self, item: tuple) -> None:
+        q = self._q
+        q.append(item)
+        if len(q) >= self._wake_items or self._thread is None:
+            self._make_room(0)
+
+    def put(self, item: tuple, nbytes: int = 0) -> bool:
+        """Queue a non-scalar item costing ``nbytes``; False when dropped (on_full='drop')."""
+        if self._thread is None:
+            self._start()
+        if nbytes:
+            if not self._make_room(nbytes):
+                return False
+            with self._space:
+                self._big_bytes += nbytes
+        self._q.append(item)
+        self._wake.set()
+        return True
+
+    def _used(self) -> int:
+        return len(self._q) * SCALAR_COST + self._big_bytes
+
+    def _make_room(self, nbytes: int) -> bool:
+        if self._thread is None:
+            self._start()
+            if not nbytes:
+                return True  # first scalar: just start the worker, it wakes on its own
+        self._wake.set()
+        if self._used() + nbytes <= self.max_queue_bytes:
+            return True
+        if self.on_full == "drop":
+            self.dropped += 1
+            if nbytes == 0:  # the scalar is already queued: take one back out
+                try:
+                    self._q.pop()
+                except IndexError:
+                    pass
+            return False
+        with self._space:
+            while (self._used() + nbytes > self.max_queue_bytes and self._used() > 0
+                   and self._alive()):
+                self._wake.set()
+                self._space.wait(0.05)
+        return True
+
+    @property
+    def started(self) -> bool:
+        return self._thread is not None or bool(self._q)
+
+    def _alive(self) -> bool:
+        t = self._thread
+        return t is not None and t.is_alive()
+
+    def _start(self) -> None:
+        with self._start_lock:
+            if self._thread is None:
+                t = threading.Thread(target=self._run, name="gluon_tb-writer", daemon=True)
+                t.start()
+                self._thread = t
+
+    def sync(self, kind: int, timeout: Optional[float] = None, fsync: bool = False) -> bool:
+        """Queue a FLUSH/STOP marker and wait until the worker reaches it."""
+        done = threading.Event()
+        if self._thread is None:
+            self._start()
+        self._q.append((kind, done, fsync))
+        self._wake.set()
+        while not done.wait(0.1):
+            if not self._alive():
+                return False
+            if timeout is not None:
+                timeout -= 0.1
+                if timeout <= 0:
+                    return False
+        return True
+
+    def take_error(self) -> Optional[BaseException]:
+        err, self.error = self.error, None
+        return err
+
+    # ------------------------------------------------------------ worker side
+    def _run(self) -> None:
+        try:
+            while True:
+                self._wake.wait(self.flush_secs)
+                self._wake.clear()
+                if self._drain():
+                    return
+        except BaseException as e:  # pragma: no cover - a bug in the worker itself
+            self.error = e
+            log.exception("gluon_tb writer thread died")
+
+    def _drain(self) -> bool:
+        """Process everything queued; True when a STOP marker was reached."""
+        q = self._q
+        while q:
+            items = []
+            pop = q.popleft
+            try:
+                for _ in range(_BATCH):
+                    items.append(pop())
+            except IndexError:
+                pass
+            freed = 0
+            stop = False
+            scalars: List[tuple] = []
+            for item in items:
+                kind = item[0]
+                if kind == SCALAR:
+                    scalars.append(item)
+                    continue
+                if scalars:
+                    self._scalars(scalars)
+                    scalars = []
+                if kind == SUMMARY:
+                    freed += item[7]
+                    self._summary(item)
+                elif kind == ACTION:
+                    freed += item[2]
+                    self._write_pending()
+                    self._guard(item[1], Sink(self))
+                elif kind == FLUSH:
+                    self._write_pending()
+                    if item[2]:
+                        self._guard(self._fsync_all)
+                    item[1].set()
+                else:  # STOP
+                    self._write_pending()
+                    self._close_files()
+                    item[1].set()
+                    stop = True
+            if scalars:
+                self._scalars(scalars)
+            self._write_pending()
+            with self._space:
+                self._big_bytes -= freed
+                self._space.notify_all()
+            if stop:
+                return True
+        return False
+
+    def _guard(self, fn: Callable, *args: Any) -> None:
+        try:
+            fn(*args)
+        except Exception as e:
+            self._fail(e)
+
+    def _fail(self, e: BaseException) -> None:
+        if self.error is None:
+            self.error = e
+        log.debug("gluon_tb writer error: %r", e)
+
+    def _scalars(self, items: List[tuple]) -> None:
+        """Encode a run of queued scalars (the hot loop: kept flat on purpose)."""
+        prefixes = _prefixes
+        pending = self._pending
+        pack_head, f32 = _pack_head, _proto.f32
+        last_run, out = 0, None  # 0: no run seen yet (None is the root run)
+        for _, run, tag, value, step, wall in items:
+            if run is not last_run:
+                out = pending.setdefault(run, [])
+                last_run = run
+            if type(value) is not float:
+                try:
+                    value = _scalar_of(value)
+                except Exception as e:
+                    self._fail(e)
+                    continue
+            prefix = prefixes.get(tag)
+            if prefix is None:
+                if len(prefixes) > 100_000:
+                    prefixes.clear()
+                prefix = prefixes[tag] = _proto.scalar_prefix(tag)
+            if 0 < step < 0x80:
+                sf = bytes((0x10, step))
+            else:
+                sf = _proto.step_field(step)
+            out.append(pack_head(0x09, wall) + sf + prefix + f32(value))  # type: ignore[union-attr]
+
+    def _summary(self, item: tuple) -> None:
+        _, run, tag, builder, payload, step, wall, _n = item
+        try:
+            values = builder(tag, payload)
+        except Exception as e:
+            self._fail(e)
+            return
+        if isinstance(values, bytes):
+            values = [values]
+        self._pending.setdefault(run, []).append(
+            _proto.event(wall, step, summary=_proto.summary(values)))
+
+    def _write_pending(self) -> None:
+        if self.dropped != self._dropped_reported:
+            self._dropped_reported = self.dropped
+            self._pending.setdefault(None, []).append(_proto.scalar_event(
+                time.time(), self.dropped, _proto.scalar_prefix(DROPPED_TAG), float(self.dropped)))
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, {}
+        for run, records in pending.items():
+            f = self._files.get(run)
+            if f is None:
+                d = self.logdir if run is None else os.path.join(self.logdir, run)
+                f = self._files[run] = EventFile(d, self.suffix)
+            try:
+                f.write(frame_many(records))
+            except Exception as e:
+                self.dropped += len(records)
+                self._dropped_reported = self.dropped  # cannot be written either
+                self._fail(e)
+
+    def _fsync_all(self) -> None:
+        for f in self._files.values():
+            f.sync()
+
+    def _close_files(self) -> None:
+        for f in self._files.values():
+            try:
+                f.close()
+            except OSError as e:
+                self._fail(e)
+
+    # ------------------------------------------------------------ lifecycle
+    def event_paths(self) -> Dict[Optional[str], str]:
+        return {run: f.path for run, f in self._files.items() if f.path}
+
+    def after_fork_in_child(self) -> None:
+        """In a forked child: forget the parent's queue, thread and files.
+
+        The child's own later calls start a new worker and new event files
+        (named with the child's pid), so parent and child never share a file.
+        """
+        for f in self._files.values():
+            try:
+                f.close()
+            except OSError:
+                pass
+        self._files = {}
+        self._pending = {}
+        self._reset_runtime()

@@ -1,0 +1,273 @@
+"""The TensorBoard messages gluon_tb writes, encoded with :mod:`._wire`.
+
+Field numbers follow TensorBoard's ``tensorboard/compat/proto`` definitions
+(``event.proto``, ``summary.proto``, ``tensor.proto``, ``graph.proto``,
+``node_def.proto``, ``attr_value.proto``). ``tests/test_proto.py`` parses every
+function's output with TensorBoard's own generated classes.
+"""
+from __future__ import annotations
+
+import struct
+from typing import Iterable, Mapping, Optional, Sequence
+
+import numpy as np
+
+from . import _wire
+from ._wire import (
+    f_bool,
+    f_bytes,
+    f_double,
+    f_float,
+    f_packed_doubles,
+    f_packed_floats,
+    f_repeated_str,
+    f_str,
+    f_varint,
+    varint,
+)
+
+# tensorflow DataType enum values
+DT_FLOAT, DT_DOUBLE, DT_INT32, DT_UINT8, DT_STRING, DT_INT64, DT_BOOL, DT_HALF = 1, 2, 3, 4, 7, 9, 10, 19
+# SummaryMetadata.data_class
+DATA_CLASS_SCALAR, DATA_CLASS_TENSOR, DATA_CLASS_BLOB_SEQUENCE = 1, 2, 3
+# SessionLog.status
+SESSION_START = 1
+
+_NP_TO_DT = {
+    np.dtype(np.float32): DT_FLOAT,
+    np.dtype(np.float64): DT_DOUBLE,
+    np.dtype(np.int32): DT_INT32,
+    np.dtype(np.uint8): DT_UINT8,
+    np.dtype(np.int64): DT_INT64,
+    np.dtype(np.bool_): DT_BOOL,
+    np.dtype(np.float16): DT_HALF,
+}
+
+
+# ---------------------------------------------------------------- Event
+def event(
+    wall_time: float,
+    step: int = 0,
+    *,
+    summary: Optional[bytes] = None,
+    file_version: Optional[str] = None,
+    graph_def: Optional[bytes] = None,
+    session_log: Optional[bytes] = None,
+) -> bytes:
+    out = f_double(1, wall_time)
+    if step:
+        out += f_varint(2, step)
+    if file_version is not None:
+        out += f_str(3, file_version)
+    if graph_def is not None:
+        out += f_bytes(4, graph_def)
+    if summary is not None:
+        out += f_bytes(5, summary)
+    if session_log is not None:
+        out += f_bytes(7, session_log)
+    return out
+
+
+def session_log(status: int, msg: str = "") -> bytes:
+    out = f_varint(1, status)
+    if msg:
+        out += f_str(3, msg)
+    return out
+
+
+# ---------------------------------------------------------------- Summary
+def summary(values: Iterable[bytes]) -> bytes:
+    """A ``Summary`` of already-encoded ``Summary.Value`` messages."""
+    return b"".join(f_bytes(1, v) for v in values)
+
+
+def value(
+    tag: str,
+    *,
+    simple_value: Optional[float] = None,
+    image: Optional[bytes] = None,
+    histo: Optional[bytes] = None,
+    audio: Optional[bytes] = None,
+    tensor: Optional[bytes] = None,
+    metadata: Optional[bytes] = None,
+) -> bytes:
+    """A ``Summary.Value``; give exactly one payload."""
+    out = f_str(1, tag)
+    if simple_value is not None:
+        out += f_float(2, simple_value)
+    if image is not None:
+        out += f_bytes(4, image)
+    if histo is not None:
+        out += f_bytes(5, histo)
+    if audio is not None:
+        out += f_bytes(6, audio)
+    if tensor is not None:
+        out += f_bytes(8, tensor)
+    if metadata is not None:
+        out += f_bytes(9, metadata)
+    return out
+
+
+def metadata(
+    plugin_name: str,
+    content: bytes = b"",
+    *,
+    display_name: str = "",
+    description: str = "",
+    data_class: int = 0,
+) -> bytes:
+    plugin_data = f_str(1, plugin_name)
+    if content:
+        plugin_data += f_bytes(2, content)
+    out = f_bytes(1, plugin_data)
+    if display_name:
+        out += f_str(2, display_name)
+    if description:
+        out += f_str(3, description)
+    if data_class:
+        out += f_varint(4, data_class)
+    return out
+
+
+def histogram(
+    min: float,
+    max: float,
+    num: float,
+    sum: float,
+    sum_squares: float,
+    bucket_limit: Sequence[float] | np.ndarray,
+    bucket: Sequence[float] | np.ndarray,
+) -> bytes:
+    return (
+        f_double(1, min)
+        + f_double(2, max)
+        + f_double(3, num)
+        + f_double(4, sum)
+        + f_double(5, sum_squares)
+        + f_packed_doubles(6, bucket_limit)
+        + f_packed_doubles(7, bucket)
+    )
+
+
+def image(height: int, width: int, colorspace: int, encoded: bytes) -> bytes:
+    return f_varint(1, height) + f_varint(2, width) + f_varint(3, colorspace) + f_bytes(4, encoded)
+
+
+def audio(sample_rate: float, num_channels: int, length_frames: int, encoded: bytes,
+          content_type: str = "audio/wav") -> bytes:
+    return (
+        f_float(1, sample_rate)
+        + f_varint(2, num_channels)
+        + f_varint(3, length_frames)
+        + f_bytes(4, encoded)
+        + f_str(5, content_type)
+    )
+
+
+# ---------------------------------------------------------------- Tensor
+def tensor_shape(dims: Sequence[int]) -> bytes:
+    return b"".join(f_bytes(2, f_varint(1, d) if d else b"") for d in dims)
+
+
+def tensor_strings(strings: Sequence[bytes | str], shape: Optional[Sequence[int]] = None) -> bytes:
+    """A ``DT_STRING`` tensor; ``shape`` defaults to ``[len(strings)]``."""
+    dims = [len(strings)] if shape is None else list(shape)
+    return f_varint(1, DT_STRING) + f_bytes(2, tensor_shape(dims)) + f_repeated_str(8, strings)
+
+
+def tensor_array(arr: np.ndarray) -> bytes:
+    """A numeric tensor carried as little-endian ``tensor_content``."""
+    arr = np.asarray(arr)
+    dt = _NP_TO_DT.get(arr.dtype)
+    if dt is None:
+        arr = arr.astype(np.float32)
+        dt = DT_FLOAT
+    content = np.ascontiguousarray(arr).astype(arr.dtype.newbyteorder("<"), copy=False).tobytes()
+    return f_varint(1, dt) + f_bytes(2, tensor_shape(arr.shape)) + f_bytes(4, content)
+
+
+def tensor_scalar_float(x: float) -> bytes:
+    """A 0-d ``DT_FLOAT`` tensor (as the scalars plugin writes)."""
+    return f_varint(1, DT_FLOAT) + f_bytes(2, b"") + f_packed_floats(5, [x])
+
+
+def tensor_scalar_double(x: float) -> bytes:
+    return f_varint(1, DT_DOUBLE) + f_bytes(2, b"") + f_packed_doubles(6, [x])
+
+
+# ---------------------------------------------------------------- Graph
+def attr_value(v: object) -> bytes:
+    """An ``AttrValue`` for a str, bytes, bool, int, float or list of shapes."""
+    if isinstance(v, bytes):
+        return f_bytes(2, v)
+    if isinstance(v, str):
+        return f_str(2, v)
+    if isinstance(v, bool):
+        return f_bool(5, v)
+    if isinstance(v, int):
+        return f_varint(3, v)
+    if isinstance(v, float):
+        return f_float(4, v)
+    raise TypeError(f"attr value must be str, bytes, bool, int or float, got {type(v).__name__}")
+
+
+def attr_shapes(shapes: Sequence[Sequence[int]]) -> bytes:
+    """An ``AttrValue`` holding a list of shapes (``-1`` for unknown dims)."""
+    lst = b"".join(
+        f_bytes(7, b"".join(f_bytes(2, f_varint(1, d)) for d in shp)) for shp in shapes
+    )
+    return f_bytes(1, lst)
+
+
+def node_def(name: str, op: str, inputs: Sequence[str] = (),
+             attrs: Optional[Mapping[str, bytes]] = None, device: str = "") -> bytes:
+    """A ``NodeDef``; ``attrs`` maps names to encoded ``AttrValue`` bytes."""
+    out = f_str(1, name) + f_str(2, op) + f_repeated_str(3, inputs)
+    if device:
+        out += f_str(4, device)
+    for k in sorted(attrs or {}):
+        out += f_bytes(5, f_str(1, k) + f_bytes(2, attrs[k]))  # type: ignore[index]
+    return out
+
+
+def graph_def(nodes: Iterable[bytes], producer: int = 22) -> bytes:
+    return b"".join(f_bytes(1, n) for n in nodes) + f_bytes(4, f_varint(1, producer))
+
+
+# ---------------------------------------------------------------- hot path
+_pack_f32 = struct.Struct("<f").pack
+_pack_head = struct.Struct("<Bd").pack  # Event.wall_time: key 0x09 + double
+
+
+def scalar_prefix(tag: str) -> bytes:
+    """The constant bytes of a scalar event from ``Event.summary`` up to the float.
+
+    ``Event.summary{value{tag, simple_value}}``: everything but the value's four
+    bytes depends only on the tag, so it is computed once per tag.
+    """
+    tag_field = _wire.f_str(1, tag)
+    value_len = len(tag_field) + 5
+    summary_len = 1 + len(varint(value_len)) + value_len
+    return b"\x2a" + varint(summary_len) + b"\x0a" + varint(value_len) + tag_field + b"\x15"
+
+
+def step_field(step: int) -> bytes:
+    """``Event.step``, left out when 0 (the proto3 default)."""
+    if step == 0:
+        return b""
+    if 0 < step < 0x80:
+        return bytes((0x10, step))
+    return b"\x10" + varint(step)
+
+
+def f32(value: float) -> bytes:
+    try:
+        return _pack_f32(value)
+    except OverflowError:  # finite doubles beyond float32's range become +-inf, as numpy does
+        return _pack_f32(float(np.float32(value)))
+
+
+def scalar_event(wall_time: float, step: int, prefix: bytes, value: float) -> bytes:
+    """``Event{wall_time, step, summary{value{tag, simple_value}}}``; ``prefix`` from
+    :func:`scalar_prefix`."""
+    return _pack_head(0x09, wall_time) + step_field(step) + prefix + f32(value)

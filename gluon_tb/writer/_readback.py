@@ -1,0 +1,77 @@
+"""A minimal reader of the scalar events gluon_tb itself wrote (for ``export_scalars``)."""
+from __future__ import annotations
+
+import os
+import struct
+from typing import Dict, Iterator, List, Optional, Tuple
+
+from ._record import read_records
+
+_d = struct.Struct("<d").unpack_from
+_f = struct.Struct("<f").unpack_from
+
+
+def _varint(buf: bytes, i: int) -> Tuple[int, int]:
+    n = shift = 0
+    while True:
+        b = buf[i]
+        i += 1
+        n |= (b & 0x7F) << shift
+        if b < 0x80:
+            return n, i
+        shift += 7
+
+
+def fields(buf: bytes) -> Iterator[Tuple[int, object]]:
+    """Yield ``(field_number, value)`` of one message: ints, floats (fixed32 as
+    float, fixed64 as double) or bytes for length-delimited fields."""
+    i, n = 0, len(buf)
+    while i < n:
+        k, i = _varint(buf, i)
+        field, wt = k >> 3, k & 7
+        if wt == 0:
+            v, i = _varint(buf, i)
+            yield field, v
+        elif wt == 1:
+            yield field, _d(buf, i)[0]
+            i += 8
+        elif wt == 5:
+            yield field, _f(buf, i)[0]
+            i += 4
+        elif wt == 2:
+            ln, i = _varint(buf, i)
+            yield field, buf[i:i + ln]
+            i += ln
+        else:
+            raise ValueError(f"unsupported wire type {wt}")
+
+
+def scalars_of_files(logdir: str, paths: Dict[Optional[str], str]) -> Dict[str, List[list]]:
+    """``{run_dir/tag: [[wall_time, step, value], ...]}`` for every simple_value event."""
+    out: Dict[str, List[list]] = {}
+    for run, path in paths.items():
+        run_dir = logdir if run is None else os.path.join(logdir, run)
+        with open(path, "rb") as f:
+            for rec in read_records(f):
+                wall, step, summary = 0.0, 0, None
+                for fn, v in fields(rec):
+                    if fn == 1:
+                        wall = v
+                    elif fn == 2:
+                        step = v
+                    elif fn == 5:
+                        summary = v
+                if summary is None:
+                    continue
+                for fn, value in fields(summary):  # type: ignore[arg-type]
+                    if fn != 1:
+                        continue
+                    tag, simple = None, None
+                    for vf, vv in fields(value):  # type: ignore[arg-type]
+                        if vf == 1:
+                            tag = vv.decode("utf-8")  # type: ignore[union-attr]
+                        elif vf == 2:
+                            simple = vv
+                    if tag is not None and simple is not None:
+                        out.setdefault(f"{run_dir}/{tag}", []).append([wall, step, simple])
+    return out

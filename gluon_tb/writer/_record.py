@@ -1,0 +1,88 @@
+"""TFRecord framing: length, masked CRC of length, bytes, masked CRC of bytes."""
+from __future__ import annotations
+
+import struct
+from typing import BinaryIO, Iterator
+
+from . import _crc32c
+
+_len = struct.Struct("<Q")
+_u32 = struct.Struct("<I")
+
+
+def frame(data: bytes) -> bytes:
+    """Return ``data`` framed as one TFRecord."""
+    crc = _crc32c.crc32c
+    header = _len.pack(len(data))
+    c1 = crc(header)
+    c2 = crc(data)
+    return b"".join((
+        header,
+        _u32.pack((((c1 >> 15) | (c1 << 17)) + 0xA282EAD8) & 0xFFFFFFFF),
+        data,
+        _u32.pack((((c2 >> 15) | (c2 << 17)) + 0xA282EAD8) & 0xFFFFFFFF),
+    ))
+
+
+_headers: dict[int, bytes] = {}
+
+
+def _header(n: int) -> bytes:
+    """Length field plus its masked CRC; cached, since most records share a few lengths."""
+    h = _headers.get(n)
+    if h is None:
+        header = _len.pack(n)
+        c = _crc32c.crc32c(header)
+        h = header + _u32.pack((((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF)
+        if len(_headers) < 65536:
+            _headers[n] = h
+    return h
+
+
+def frame_many(records: list[bytes]) -> bytes:
+    """Frame every record and join them into one buffer (one write)."""
+    crc = _crc32c.crc32c
+    pack_u32 = _u32.pack
+    headers = _headers
+    parts: list[bytes] = []
+    append = parts.append
+    for data in records:
+        n = len(data)
+        h = headers.get(n)
+        append(h if h is not None else _header(n))
+        append(data)
+        c = crc(data)
+        append(pack_u32((((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF))
+    return b"".join(parts)
+
+
+class CorruptRecordError(ValueError):
+    """A record whose length or data CRC does not match."""
+
+
+def read_records(f: BinaryIO, *, strict: bool = False) -> Iterator[bytes]:
+    """Yield the records of a TFRecord stream.
+
+    A torn tail (the file ends inside a record, as after a crash mid-write)
+    ends the iteration quietly; a CRC mismatch raises :class:`CorruptRecordError`
+    when ``strict`` and otherwise also ends the iteration.
+    """
+    while True:
+        header = f.read(12)
+        if len(header) < 12:
+            return
+        (n,) = _len.unpack_from(header)
+        (c1,) = _u32.unpack_from(header, 8)
+        if c1 != _crc32c.masked_crc32c(header[:8]):
+            if strict:
+                raise CorruptRecordError("length CRC mismatch")
+            return
+        data = f.read(n)
+        tail = f.read(4)
+        if len(data) < n or len(tail) < 4:
+            return
+        if _u32.unpack(tail)[0] != _crc32c.masked_crc32c(data):
+            if strict:
+                raise CorruptRecordError("data CRC mismatch")
+            return
+        yield data

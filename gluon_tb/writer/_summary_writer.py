@@ -1,0 +1,418 @@
+"""``SummaryWriter``: the public writer, a drop-in for mxboard's.
+
+Every ``add_*`` call validates what is cheap to validate, takes what it needs
+(a copy, or an NDArray copy queued on MXNet's engine), queues it and returns;
+the background :class:`~._pipeline.Pipeline` does the rest.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from typing import Any, Dict, Iterable, Mapping, Optional, Tuple, Union
+
+import numpy as np
+
+from . import _lifecycle, _proto
+from ._convert import check_step, check_tag, check_walltime, describe, is_ndarray
+from ._pipeline import ACTION, DEFAULT_MAX_QUEUE_BYTES, FLUSH, SCALAR, STOP, SUMMARY, Pipeline
+from ._pipeline import WriterClosedError
+from ._runs import check_run_name, payload_nbytes
+
+Number = Union[int, float, np.number]
+_time = time.time
+
+
+class SummaryWriter:
+    """Writes TensorBoard event files from a background thread.
+
+    The same methods, argument names and order as mxboard 0.1.0's
+    ``SummaryWriter`` (so an mxboard script runs with only its import
+    changed), plus ``add_scalars``, ``add_video``, ``add_hparams``,
+    ``add_custom_scalars`` and a ``walltime=`` on every ``add_*`` call.
+
+    Example::
+
+        from gluon_tb import SummaryWriter
+        with SummaryWriter("logs/run1") as sw:
+            for step in range(100):
+                sw.add_scalar("loss", 1.0 / (step + 1), global_step=step)
+            sw.add_histogram("weights", np.random.randn(1000), global_step=0)
+
+    Args:
+        logdir: directory of this run's event files (created on first write).
+        max_queue: pending events that wake the writer thread early.
+        flush_secs: the most seconds an event waits in memory before it is
+            written to the OS (and so survives a crash of this process).
+        filename_suffix: appended to every event file's name.
+        verbose: log an info line when event files are opened.
+        max_queue_bytes: bound of the queue in bytes (default 64 MiB); past it
+            ``add_*`` calls block until the writer catches up, or, with
+            ``on_full="drop"``, drop the event and count it in the scalar
+            ``gluon_tb/dropped_events``.
+        purge_step: when resuming from a checkpoint taken at this step,
+            TensorBoard hides the events of earlier runs at or after it.
+    """
+
+    def __init__(self, logdir: Union[str, "os.PathLike[str]"], max_queue: int = 1024,
+                 flush_secs: float = 2.0, filename_suffix: Optional[str] = None,
+                 verbose: bool = False, *, max_queue_bytes: int = DEFAULT_MAX_QUEUE_BYTES,
+                 on_full: str = "block", purge_step: Optional[int] = None) -> None:
+        if not isinstance(logdir, (str, os.PathLike)):
+            raise TypeError(f"logdir must be a str or path, got {describe(logdir)}")
+        logdir = os.fspath(logdir)
+        if not logdir:
+            raise ValueError("logdir must be a non-empty path, got ''")
+        if isinstance(max_queue, bool) or not isinstance(max_queue, int) or max_queue < 1:
+            raise ValueError(f"max_queue must be a positive int, got {describe(max_queue)}")
+        if isinstance(flush_secs, bool) or not isinstance(flush_secs, (int, float)) or not flush_secs > 0:
+            raise ValueError(f"flush_secs must be a positive number, got {describe(flush_secs)}")
+        if filename_suffix is not None and not isinstance(filename_suffix, str):
+            raise TypeError(f"filename_suffix must be a str, got {describe(filename_suffix)}")
+        if filename_suffix and (os.sep in filename_suffix or "/" in filename_suffix):
+            raise ValueError(f"filename_suffix must not contain a path separator, got {filename_suffix!r}")
+        if isinstance(max_queue_bytes, bool) or not isinstance(max_queue_bytes, int) or max_queue_bytes < 1024:
+            raise ValueError(f"max_queue_bytes must be an int >= 1024, got {describe(max_queue_bytes)}")
+        if on_full not in ("block", "drop"):
+            raise ValueError(f"on_full must be 'block' or 'drop', got {on_full!r}")
+        purge_step = check_step(purge_step, "purge_step")
+        self._logdir = logdir
+        self._verbose = verbose
+        self._p = Pipeline(logdir, flush_secs=float(flush_secs), filename_suffix=filename_suffix or "",
+                           max_queue_bytes=max_queue_bytes, wake_items=max_queue, on_full=on_full)
+        self._closed = False
+        self._close_lock = threading.Lock()
+        self._projector: Dict[Tuple[str, int], Any] = {}
+        _lifecycle.register(self)
+        if purge_step is not None:
+            # TensorBoard purges at a SessionLog.START only when it has seen an earlier START
+            # in the run; earlier writers (ours, mxboard's, tensorboardX's) usually wrote none,
+            # so two are written: the first makes sure the second counts as a restart.
+            ev = _proto.event(_time(), purge_step, session_log=_proto.session_log(_proto.SESSION_START))
+            self._p.put((ACTION, lambda sink: (sink.write_event(ev), sink.write_event(ev)), 0))
+
+    # ------------------------------------------------------------ basics
+    @property
+    def logdir(self) -> str:
+        """The run directory this writer writes to."""
+        return self._logdir
+
+    def get_logdir(self) -> str:
+        """The run directory (mxboard's name for :attr:`logdir`)."""
+        return self._logdir
+
+    def __enter__(self) -> "SummaryWriter":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _check(self) -> None:
+        if self._closed:
+            raise WriterClosedError("SummaryWriter is already closed")
+        err = self._p.take_error()
+        if err is not None:
+            raise err
+
+    def _step(self, global_step: Any) -> int:
+        if global_step is None:
+            return 0
+        if type(global_step) is int and global_step >= 0:
+            return global_step
+        return check_step(global_step)  # type: ignore[return-value]
+
+    def _queue(self, tag: str, builder: Any, payload: Any, global_step: Any, walltime: Any,
+               run: Optional[str] = None) -> None:
+        step = self._step(global_step)
+        wall = _time() if walltime is None else check_walltime(walltime)
+        nbytes = payload_nbytes(payload)
+        self._p.put((SUMMARY, run, tag, builder, payload, step, wall, nbytes), nbytes)
+
+    # ------------------------------------------------------------ scalars
+    def add_scalar(self, tag: str, value: Any, global_step: Optional[int] = None,
+                   walltime: Optional[float] = None) -> None:
+        """Log one number; or, mxboard-style, a ``(name, value)`` pair or ``{name: value}``
+        dict drawn as several curves of one chart (run ``<logdir>/<tag>/<name>`` each).
+
+        ``value`` may be a Python or numpy number, a bool (logged as 0/1), or a
+        one-element numpy array or MXNet NDArray (read on the writer thread, so
+        the training thread never waits for MXNet's engine). NaN and ±Inf are
+        logged as they are.
+        """
+        if self._closed or self._p.error is not None:
+            self._check()
+        if type(tag) is not str or not tag:
+            tag = check_tag(tag)
+        t = type(value)
+        if t is not float:
+            if t is int:
+                value = float(value)
+            elif t is dict or t is tuple or t is list:
+                return self._named_scalars(tag, value, global_step, walltime)
+            else:
+                value = _scalar_value(value)
+        if global_step is None:
+            step = 0
+        elif type(global_step) is int and global_step >= 0:
+            step = global_step
+        else:
+            step = check_step(global_step)
+        wall = _time() if walltime is None else check_walltime(walltime)
+        self._p.put_scalar((SCALAR, None, tag, value, step, wall))
+
+    def _named_scalars(self, tag: str, value: Any, global_step: Any, walltime: Any) -> None:
+        if isinstance(value, (tuple, list)):
+            if len(value) != 2:
+                raise ValueError("value must be a number, a (name, value) pair or a {name: value} "
+                                 f"dict, got a {type(value).__name__} of {len(value)} elements")
+            value = {value[0]: value[1]}
+        for name, v in value.items():
+            self._scalar_in_run(check_run_name(tag, "tag") + "/" + check_run_name(name, "value name"),
+                                tag, v, global_step, walltime)
+
+    def add_scalars(self, main_tag: str, tag_scalar_dict: Mapping[str, Any],
+                    global_step: Optional[int] = None, walltime: Optional[float] = None) -> None:
+        """Several curves in one chart (tensorboardX layout): ``tag_scalar_dict[name]``
+        goes to run ``<logdir>/<main_tag>_<name>`` under the tag ``main_tag``."""
+        self._check()
+        main_tag = check_tag(main_tag, "main_tag")
+        if not isinstance(tag_scalar_dict, Mapping) or not tag_scalar_dict:
+            raise TypeError(f"tag_scalar_dict must be a non-empty dict of name -> number, "
+                            f"got {describe(tag_scalar_dict)}")
+        wall = _time() if walltime is None else check_walltime(walltime)
+        base = main_tag.replace("/", "_")
+        for name, v in tag_scalar_dict.items():
+            run = check_run_name(base + "_" + check_run_name(name, "tag_scalar_dict key"), "main_tag")
+            self._scalar_in_run(run, main_tag, v, global_step, wall)
+
+    def _scalar_in_run(self, run: str, tag: str, value: Any, global_step: Any, walltime: Any) -> None:
+        value = float(value) if type(value) in (int, float) else _scalar_value(value)
+        step = self._step(global_step)
+        wall = _time() if walltime is None else check_walltime(walltime)
+        self._p.put_scalar((SCALAR, run, tag, value, step, wall))
+
+    # ------------------------------------------------------------ arrays
+    def add_histogram(self, tag: str, values: Any, global_step: Optional[int] = None,
+                      bins: Any = "default", walltime: Optional[float] = None) -> None:
+        """A histogram of ``values`` (numpy or NDArray). ``bins``: ``'default'``
+        (TensorBoard's exponential buckets), an int, a numpy strategy name
+        (``'auto'``, ``'fd'``, ...) or a sequence of edges. NaN/±Inf are left out
+        of the buckets and counted in a warning."""
+        from ._histogram import build_histogram, capture_histogram
+
+        self._check()
+        tag = check_tag(tag)
+        self._queue(tag, build_histogram, capture_histogram(values, bins), global_step, walltime)
+
+    def add_image(self, tag: str, image: Any, global_step: Optional[int] = None,
+                  dataformats: Optional[str] = None, walltime: Optional[float] = None) -> None:
+        """One image (HW, CHW, HWC), or a batch (NCHW, NHWC) tiled into one grid.
+        Float values are taken in [0, 1], uint8 in [0, 255]."""
+        from ._image import build_image, capture_image, capture_images
+
+        self._check()
+        tag = check_tag(tag)
+        ndim = len(getattr(image, "shape", ()))
+        fmt = (dataformats or "").upper()
+        if ndim == 4 or len(fmt) == 4:
+            payload = capture_images(image, dataformats=dataformats)
+        else:
+            payload = capture_image(image, dataformats=dataformats)
+        self._queue(tag, build_image, payload, global_step, walltime)
+
+    def add_images(self, tag: str, images: Any, global_step: Optional[int] = None,
+                   dataformats: Optional[str] = None, walltime: Optional[float] = None,
+                   max_images: Optional[int] = None) -> None:
+        """A batch of images (NCHW, NHWC or NHW) tiled into one grid image."""
+        from ._image import build_image, capture_images
+
+        self._check()
+        tag = check_tag(tag)
+        payload = capture_images(images, dataformats=dataformats, max_images=max_images)
+        self._queue(tag, build_image, payload, global_step, walltime)
+
+    def add_audio(self, tag: str, audio: Any, sample_rate: Number = 44100,
+                  global_step: Optional[int] = None, walltime: Optional[float] = None) -> None:
+        """A clip of mono (N,) or stereo (N, 2) samples in [-1, 1] (clipped), as WAV."""
+        from ._audio import build_audio, capture_audio
+
+        self._check()
+        tag = check_tag(tag)
+        self._queue(tag, build_audio, capture_audio(audio, sample_rate), global_step, walltime)
+
+    def add_video(self, tag: str, video: Any, global_step: Optional[int] = None, fps: Number = 4,
+                  walltime: Optional[float] = None) -> None:
+        """A clip (T, C, H, W) or a batch of clips (N, T, C, H, W), as an animated GIF."""
+        from ._video import build_video, capture_video
+
+        self._check()
+        tag = check_tag(tag)
+        self._queue(tag, build_video, capture_video(video, fps), global_step, walltime)
+
+    def add_text(self, tag: str, text: str, global_step: Optional[int] = None,
+                 walltime: Optional[float] = None) -> None:
+        """Markdown text, shown by the text dashboard."""
+        from ._text import build_text, capture_text
+
+        self._check()
+        tag = check_tag(tag)
+        self._queue(tag, build_text, capture_text(text), global_step, walltime)
+
+    def add_pr_curve(self, tag: str, labels: Any, predictions: Any, num_thresholds: int = 127,
+                     global_step: Optional[int] = None, weights: Any = None,
+                     walltime: Optional[float] = None) -> None:
+        """A precision-recall curve of binary ``labels`` against ``predictions`` in [0, 1]."""
+        from ._pr_curve import build_pr_curve, capture_pr_curve
+
+        self._check()
+        tag = check_tag(tag)
+        payload = capture_pr_curve(labels, predictions, num_thresholds=num_thresholds, weights=weights)
+        self._queue(tag, build_pr_curve, payload, global_step, walltime)
+
+    # ------------------------------------------------------------ whole-run items
+    def add_graph(self, net: Any, input_shapes: Any = None) -> None:
+        """The graph of a hybridized Gluon ``HybridBlock`` (run forward once) or a ``Symbol``.
+
+        ``input_shapes`` (a shape, a list of shapes in input order, or a
+        ``{name: shape}`` dict) lets every node show its output shape; without
+        it only the parameters' shapes are known.
+        """
+        from ._graph import build_graph, capture_graph
+
+        self._check()
+        payload = capture_graph(net, input_shapes=input_shapes)
+        wall = _time()
+
+        def write(sink: Any) -> None:
+            sink.write_event(_proto.event(wall, 0, graph_def=build_graph(payload)))
+
+        self._p.put((ACTION, write, 0))
+
+    def add_embedding(self, tag: str, embedding: Any, labels: Any = None, images: Any = None,
+                      global_step: Optional[int] = None) -> None:
+        """Vectors for TensorBoard's projector, with optional labels (one column, or
+        several with a header) and thumbnails (NCHW) for a sprite."""
+        from ._embedding import capture_embedding, embedding_files, projector_config
+
+        self._check()
+        tag = check_tag(tag)
+        step = self._step(global_step)
+        payload = capture_embedding(embedding, labels=labels, images=images)
+        nbytes = payload_nbytes(payload)
+        registry = self._projector
+
+        def write(sink: Any) -> None:
+            files = embedding_files(tag, step, payload)
+            for rel, data in files.items():
+                sink.write_file(rel, data)
+            registry[(tag, step)] = (tag, step, payload, files)
+            sink.write_file("projector_config.pbtxt",
+                            projector_config(list(registry.values())).encode("utf-8"))
+
+        self._p.put((ACTION, write, nbytes), nbytes)
+
+    def add_hparams(self, hparam_dict: Mapping[str, Any], metric_dict: Mapping[str, Number],
+                    global_step: Optional[int] = None) -> None:
+        """Hyperparameters and their final metrics, in this same run (HParams dashboard).
+        The metrics are also logged as scalars under their own tags."""
+        from ._hparams import build_hparams
+
+        self._check()
+        values = build_hparams(hparam_dict, metric_dict)
+        self._queue("_hparams_", lambda _tag, vs: vs, values, global_step, None)
+        for k, v in metric_dict.items():
+            self.add_scalar(k, v, global_step)
+
+    def add_custom_scalars(self, layout: Mapping[str, Mapping[str, Any]]) -> None:
+        """Chart layout for the custom scalars dashboard (tensorboardX's dict form)."""
+        from ._custom_scalars import build_custom_scalars
+
+        self._check()
+        value = build_custom_scalars(layout)
+        self._queue("custom_scalars__config__", lambda _tag, v: v, value, 0, None)
+
+    # ------------------------------------------------------------ mxboard extras
+    def export_scalars(self, path: str) -> None:
+        """Write every scalar this writer logged so far to a JSON file
+        ``{run_dir/tag: [[wall_time, step, value], ...]}`` (mxboard's format).
+        Read back from the event files, so keeping it costs no memory."""
+        from ._readback import scalars_of_files
+
+        self.flush()
+        out = scalars_of_files(self._logdir, self._p.event_paths())
+        with open(path, "w") as f:
+            json.dump(out, f)
+
+    def clear_scalar_dict(self) -> None:
+        """Kept for mxboard compatibility: nothing is held in memory to clear."""
+
+    # ------------------------------------------------------------ lifetime
+    def flush(self, fsync: bool = False) -> None:
+        """Return once everything passed before is written to the OS (and, with
+        ``fsync=True``, on stable storage); raise what the writer thread met."""
+        self._check()
+        if not self._p.sync(FLUSH, fsync=fsync):
+            self._check()
+            raise RuntimeError("gluon_tb writer thread is not running")
+        self._check()
+
+    def close(self) -> None:
+        """Write everything still queued and close the files. Idempotent."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        if self._p.started:
+            self._p.sync(STOP)
+        err = self._p.take_error()
+        if err is not None:
+            raise err
+
+    def reopen(self) -> None:
+        """Start writing again after :meth:`close` (into new event files)."""
+        with self._close_lock:
+            if not self._closed:
+                return
+            p = self._p
+            self._p = Pipeline(self._logdir, flush_secs=p.flush_secs, filename_suffix=p.suffix,
+                               max_queue_bytes=p.max_queue_bytes, wake_items=p._wake_items,
+                               on_full=p.on_full)
+            self._closed = False
+
+    def _close_at_exit(self) -> None:
+        if not self._closed and self._p.started:
+            self._closed = True
+            self._p.sync(STOP, timeout=30.0)
+
+    def _after_fork(self) -> None:
+        self._p.after_fork_in_child()
+        self._close_lock = threading.Lock()
+
+    def __del__(self) -> None:  # best effort: a forgotten writer still writes what it has
+        try:
+            self._close_at_exit()
+        except Exception:
+            pass
+
+
+def _scalar_value(value: Any) -> Any:
+    """Validate a non-float scalar; returns a float, or an NDArray copy read later."""
+    if isinstance(value, (bool, np.bool_)):
+        return 1.0 if value else 0.0
+    if isinstance(value, (np.floating, np.integer)):
+        return float(value)
+    if isinstance(value, np.ndarray):
+        if value.size != 1 or value.dtype.kind not in "biuf":
+            raise ValueError(f"value must be a single number, got {describe(value)}")
+        return float(value.reshape(-1)[0])
+    if is_ndarray(value):
+        if value.size != 1:
+            raise ValueError(f"value must be a single number, got {describe(value)}")
+        try:
+            return value.copy()  # queued on MXNet's engine; read by the writer thread
+        except Exception:  # 0-d mx.np arrays without npx.set_np(): no op accepts them
+            return float(value.asnumpy().reshape(-1)[0])
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__float__"):
+        raise TypeError(f"value must be a number, got {describe(value)}")
+    return float(value)

@@ -1,0 +1,100 @@
+"""Read a log directory back with TensorBoard's own loader (the test oracle)."""
+from __future__ import annotations
+
+import os
+from typing import Dict, List, Tuple
+
+from tensorboard.backend.event_processing import plugin_event_multiplexer as event_multiplexer
+
+SIZE_ALL = {"scalars": 0, "histograms": 0, "images": 0, "audio": 0, "tensors": 0,
+            "compressedHistograms": 0}
+
+
+def multiplexer(logdir: str) -> event_multiplexer.EventMultiplexer:
+    """An EventMultiplexer over ``logdir`` with every event kept (no sampling)."""
+    mux = event_multiplexer.EventMultiplexer(size_guidance=SIZE_ALL)
+    mux.AddRunsFromDirectory(str(logdir))
+    mux.Reload()
+    return mux
+
+
+def run_name(logdir: str, run_dir: str) -> str:
+    rel = os.path.relpath(run_dir, logdir)
+    return "." if rel == "." else rel
+
+
+def tags(logdir: str) -> set:
+    """The set of ``(run, tag)`` pairs of every tensor-like summary in ``logdir``.
+
+    TensorBoard migrates legacy summaries (simple_value, histo, image, audio)
+    to tensors on load, so this covers scalars, histograms, images, audio,
+    text, pr curves and every other plugin's data.
+    """
+    mux = multiplexer(logdir)
+    out = set()
+    for run, kinds in mux.Runs().items():
+        for tag in kinds.get("tensors", []):
+            out.add((run, tag))
+    return out
+
+
+def scalars(logdir: str, run: str, tag: str) -> List[Tuple[int, float]]:
+    """``[(step, value), ...]`` of one scalar series, as TensorBoard reads it."""
+    mux = multiplexer(logdir)
+    import numpy as np
+    from tensorboard.util import tensor_util
+
+    return [
+        (e.step, float(np.asarray(tensor_util.make_ndarray(e.tensor_proto)).reshape(())))
+        for e in mux.Tensors(run, tag)
+    ]
+
+
+def tensor_events(logdir: str, run: str, tag: str):
+    """TensorBoard's TensorEvent list (wall_time, step, tensor_proto) for one tag."""
+    return multiplexer(logdir).Tensors(run, tag)
+
+
+def plugin_name(logdir: str, run: str, tag: str) -> str:
+    mux = multiplexer(logdir)
+    return mux.SummaryMetadata(run, tag).plugin_data.plugin_name
+
+
+def raw_events(path: str):
+    """Every Event proto of one event file, parsed by TensorBoard's protobuf."""
+    from tensorboard.compat.proto import event_pb2
+
+    from gluon_tb.writer._record import read_records
+
+    with open(path, "rb") as f:
+        return [event_pb2.Event.FromString(r) for r in read_records(f, strict=True)]
+
+
+def event_files(logdir: str) -> List[str]:
+    out = []
+    for root, _dirs, files in os.walk(logdir):
+        out += [os.path.join(root, f) for f in files if ".tfevents." in f]
+    return sorted(out)
+
+
+def write_values(logdir: str, values, run: str = ".") -> str:
+    """Write encoded ``Summary.Value`` bytes as events into a fresh event file.
+
+    ``values`` is a list of ``(step, value_bytes)``; a low-level helper for
+    testing summary builders without the background writer.
+    """
+    import time
+
+    from gluon_tb.writer import _proto
+    from gluon_tb.writer._record import frame_many
+
+    d = os.path.join(logdir, run)
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, f"events.out.tfevents.{int(time.time()):010d}.test.{os.getpid()}.0")
+    records = [_proto.event(time.time(), 0, file_version="brain.Event:2")]
+    for step, v in values:
+        vs = v if isinstance(v, list) else [v]
+        records.append(_proto.event(time.time(), step, summary=_proto.summary(vs)))
+    with open(path, "wb") as f:
+        f.write(frame_many(records))
+    return path

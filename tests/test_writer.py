@@ -1,0 +1,184 @@
+"""SummaryWriter: scalars, layout, options and lifetime, read back through TensorBoard."""
+import json
+import math
+import os
+import re
+import stat
+
+import numpy as np
+import pytest
+
+import readback
+from gluon_tb import SummaryWriter, WriterClosedError
+
+
+def test_scalars_read_back_exactly(tmp_path):
+    with SummaryWriter(tmp_path) as w:
+        for i in range(1000):
+            w.add_scalar("loss", 1.0 / (i + 1), i)
+        w.add_scalar("np", np.float32(2.5), 3)
+        w.add_scalar("int", 7, 4)
+        w.add_scalar("arr", np.array([3.25]), 5)
+        w.add_scalar("flag", True, 6)
+    assert readback.tags(str(tmp_path)) == {(".", "loss"), (".", "np"), (".", "int"), (".", "arr"),
+                                            (".", "flag")}
+    got = readback.scalars(str(tmp_path), ".", "loss")
+    assert [s for s, _ in got] == list(range(1000))
+    assert [v for _, v in got] == [float(np.float32(1.0 / (i + 1))) for i in range(1000)]
+    assert readback.scalars(str(tmp_path), ".", "np") == [(3, 2.5)]
+    assert readback.scalars(str(tmp_path), ".", "int") == [(4, 7.0)]
+    assert readback.scalars(str(tmp_path), ".", "arr") == [(5, 3.25)]
+    assert readback.scalars(str(tmp_path), ".", "flag") == [(6, 1.0)]
+
+
+def test_ndarray_scalars_are_read_on_the_worker_and_keep_the_value_at_the_call(tmp_path):
+    mx = pytest.importorskip("mxnet")
+    a = mx.nd.array([1.5])
+    with SummaryWriter(tmp_path) as w:
+        w.add_scalar("nd", a, 0)
+        a[:] = 99.0  # overwritten right after the call
+        w.add_scalar("nd", a.mean(), 1)
+        w.add_scalar("nd0", mx.np.array(4.0), 0)  # 0-d, numpy-style MXNet array
+    assert readback.scalars(str(tmp_path), ".", "nd") == [(0, 1.5), (1, 99.0)]
+    assert readback.scalars(str(tmp_path), ".", "nd0") == [(0, 4.0)]
+
+
+def test_non_finite_scalars_are_logged_as_they_are(tmp_path):
+    with SummaryWriter(tmp_path) as w:
+        w.add_scalar("x", float("nan"), 0)
+        w.add_scalar("x", float("inf"), 1)
+        w.add_scalar("x", -np.inf, 2)
+    got = readback.scalars(str(tmp_path), ".", "x")
+    assert math.isnan(got[0][1]) and got[1] == (1, math.inf) and got[2] == (2, -math.inf)
+
+
+def test_mxboard_named_scalars_and_add_scalars_layouts(tmp_path):
+    with SummaryWriter(tmp_path) as w:
+        w.add_scalar("curves", {"sin": 0.5, "cos": 1.5}, 10)
+        w.add_scalar("curves", ("exp", 2.5), 10)
+        w.add_scalars("loss", {"train": 1.0, "val": 2.0}, 3)
+    assert readback.tags(str(tmp_path)) == {
+        ("curves/sin", "curves"), ("curves/cos", "curves"), ("curves/exp", "curves"),
+        ("loss_train", "loss"), ("loss_val", "loss")}
+    assert readback.scalars(str(tmp_path), "curves/exp", "curves") == [(10, 2.5)]
+    assert readback.scalars(str(tmp_path), "loss_val", "loss") == [(3, 2.0)]
+
+
+def test_event_file_name_and_first_event(tmp_path):
+    with SummaryWriter(tmp_path, filename_suffix=".v1") as w:
+        w.add_scalar("a", 1.0, 1)
+    (path,) = readback.event_files(str(tmp_path))
+    name = os.path.basename(path)
+    assert re.fullmatch(r"events\.out\.tfevents\.\d{10}\.[^.]+(\.[^.]+)*\.%d\.\d+\.v1" % os.getpid(), name), name
+    events = readback.raw_events(path)
+    assert events[0].file_version == "brain.Event:2"
+    assert events[1].summary.value[0].tag == "a"
+
+
+def test_two_writers_in_the_same_second_never_share_a_file(tmp_path):
+    ws = [SummaryWriter(tmp_path) for _ in range(5)]
+    for i, w in enumerate(ws):
+        w.add_scalar("w%d" % i, float(i), 0)
+    for w in ws:
+        w.close()
+    assert len(readback.event_files(str(tmp_path))) == 5
+    assert readback.tags(str(tmp_path)) == {(".", "w%d" % i) for i in range(5)}
+
+
+def test_no_file_until_something_is_logged(tmp_path):
+    w = SummaryWriter(tmp_path / "run")
+    w.flush()
+    w.close()
+    assert not (tmp_path / "run").exists()
+
+
+def test_flush_waits_until_everything_is_on_disk(tmp_path):
+    w = SummaryWriter(tmp_path, flush_secs=3600)
+    for i in range(5000):
+        w.add_scalar("s", float(i), i)
+    w.flush()
+    assert len(readback.scalars(str(tmp_path), ".", "s")) == 5000  # read while still open
+    w.close()
+
+
+def test_close_is_idempotent_and_closed_writer_raises(tmp_path):
+    w = SummaryWriter(tmp_path)
+    w.add_scalar("a", 1.0)
+    w.close()
+    w.close()
+    with pytest.raises(WriterClosedError, match="already closed"):
+        w.add_scalar("a", 2.0)
+    with pytest.raises(WriterClosedError):
+        w.flush()
+    w.reopen()
+    w.add_scalar("a", 3.0, 1)
+    w.close()
+    assert readback.scalars(str(tmp_path), ".", "a") == [(0, 1.0), (1, 3.0)]
+
+
+def test_walltime_is_used(tmp_path):
+    with SummaryWriter(tmp_path) as w:
+        w.add_scalar("a", 1.0, 0, walltime=1234.5)
+    (ev,) = readback.tensor_events(str(tmp_path), ".", "a")
+    assert ev.wall_time == 1234.5
+
+
+def test_purge_step_hides_orphaned_later_steps(tmp_path):
+    with SummaryWriter(tmp_path) as w:
+        for i in range(10):
+            w.add_scalar("loss", float(i), i)
+    with SummaryWriter(tmp_path, purge_step=5) as w:
+        for i in range(5, 8):
+            w.add_scalar("loss", 100.0 + i, i)
+    got = readback.scalars(str(tmp_path), ".", "loss")
+    assert got == [(i, float(i)) for i in range(5)] + [(i, 100.0 + i) for i in range(5, 8)]
+
+
+def test_export_scalars_reads_back_what_was_written(tmp_path):
+    out = tmp_path / "scalars.json"
+    with SummaryWriter(tmp_path / "logs") as w:
+        w.add_scalar("a", 1.0, 1, walltime=10.0)
+        w.add_scalar("c", {"x": 2.0}, 2, walltime=11.0)
+        w.export_scalars(str(out))
+    data = json.loads(out.read_text())
+    base = str(tmp_path / "logs")
+    assert data == {base + "/a": [[10.0, 1, 1.0]], base + "/c/x/c": [[11.0, 2, 2.0]]}
+
+
+def test_files_follow_the_umask(tmp_path):
+    old = os.umask(0o027)
+    try:
+        with SummaryWriter(tmp_path) as w:
+            w.add_scalar("a", 1.0)
+    finally:
+        os.umask(old)
+    (path,) = readback.event_files(str(tmp_path))
+    mode = stat.S_IMODE(os.stat(path).st_mode)
+    assert mode & 0o027 == 0 and not mode & stat.S_IWOTH
+
+
+@pytest.mark.parametrize("kwargs,exc,word", [
+    ({"logdir": 3}, TypeError, "logdir"),
+    ({"logdir": ""}, ValueError, "logdir"),
+    ({"logdir": "x", "flush_secs": 0}, ValueError, "flush_secs"),
+    ({"logdir": "x", "max_queue": 0}, ValueError, "max_queue"),
+    ({"logdir": "x", "max_queue_bytes": 10}, ValueError, "max_queue_bytes"),
+    ({"logdir": "x", "on_full": "explode"}, ValueError, "on_full"),
+    ({"logdir": "x", "purge_step": -1}, ValueError, "purge_step"),
+    ({"logdir": "x", "filename_suffix": "a/b"}, ValueError, "filename_suffix"),
+])
+def test_constructor_validates_arguments(kwargs, exc, word):
+    with pytest.raises(exc, match=word):
+        SummaryWriter(**kwargs)
+
+
+def test_drop_mode_counts_what_it_dropped(tmp_path):
+    w = SummaryWriter(tmp_path, max_queue_bytes=1024, on_full="drop", max_queue=1, flush_secs=3600)
+    w._p._wake.wait = lambda timeout=None: True  # noqa: E731  never sleep: keep it simple
+    for i in range(20000):
+        w.add_scalar("s", float(i), i)
+    w.close()
+    kept = readback.scalars(str(tmp_path), ".", "s")
+    dropped = readback.scalars(str(tmp_path), ".", "gluon_tb/dropped_events")
+    assert dropped, "nothing was dropped: the test did not exercise drop mode"
+    assert len(kept) + dropped[-1][1] == 20000
