@@ -10,11 +10,35 @@ SIZE_ALL = {"scalars": 0, "histograms": 0, "images": 0, "audio": 0, "tensors": 0
             "compressedHistograms": 0}
 
 
+_cache: dict = {}
+
+
+def _signature(logdir: str) -> tuple:
+    out = []
+    for root, _dirs, files in os.walk(logdir):
+        for f in files:
+            p = os.path.join(root, f)
+            st = os.stat(p)
+            out.append((p, st.st_size, st.st_mtime_ns, st.st_ino))
+    return tuple(sorted(out))
+
+
 def multiplexer(logdir: str) -> event_multiplexer.EventMultiplexer:
-    """An EventMultiplexer over ``logdir`` with every event kept (no sampling)."""
+    """An EventMultiplexer over ``logdir`` with every event kept (no sampling).
+
+    Loaded anew whenever any file under ``logdir`` changed (size, mtime or inode);
+    otherwise the last one is reused, so many assertions on one directory stay fast.
+    """
+    logdir = str(logdir)
+    sig = _signature(logdir)
+    hit = _cache.get(logdir)
+    if hit is not None and hit[0] == sig:
+        return hit[1]
     mux = event_multiplexer.EventMultiplexer(size_guidance=SIZE_ALL)
-    mux.AddRunsFromDirectory(str(logdir))
+    mux.AddRunsFromDirectory(logdir)
     mux.Reload()
+    _cache.clear()
+    _cache[logdir] = (sig, mux)
     return mux
 
 

@@ -19,8 +19,13 @@ from . import _proto
 from ._record import frame
 
 FILE_VERSION = "brain.Event:2"
+_os_write = os.write  # the one syscall every record goes through (tests inject faults here)
 _counter = itertools.count()
 _counter_lock = threading.Lock()
+
+
+class EventFileDeletedError(OSError):
+    """The event file being written was deleted by someone else."""
 
 
 def _hostname() -> str:
@@ -70,12 +75,26 @@ class EventFile:
 
     # -- writing ---------------------------------------------------------------
     def write(self, data: bytes) -> None:
-        """Append ``data`` (whole framed records); on error cut back and raise."""
+        """Append ``data`` (whole framed records); on error cut back and raise.
+
+        If the file was deleted while open (its directory removed by hand, say),
+        a new file is started for ``data`` and :class:`EventFileDeletedError`
+        is raised so the loss of what was in the old file is reported.
+        """
         if not data:
             return
+        lost = None
         if self._fd is None:
             self._open()
+        elif os.fstat(self._fd).st_nlink == 0:
+            lost = self.path
+            self.close()
+            self._open()
         self._write_all(data)
+        if lost is not None:
+            raise EventFileDeletedError(
+                f"event file {lost} was deleted while in use; what it held is lost, "
+                f"logging goes on in {self.path}")
 
     def _write_all(self, data: bytes) -> None:
         fd = self._fd
@@ -85,7 +104,7 @@ class EventFile:
         start = self._size
         try:
             while view:
-                n = os.write(fd, view)
+                n = _os_write(fd, view)
                 view = view[n:]
         except OSError:
             try:  # drop the partial record so later appends stay readable

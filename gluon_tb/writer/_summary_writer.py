@@ -10,7 +10,7 @@ import json
 import os
 import threading
 import time
-from typing import Any, Dict, Iterable, Mapping, Optional, Tuple, Union
+from typing import Any, Iterable, List, Mapping, Optional, Union
 
 import numpy as np
 
@@ -83,7 +83,7 @@ class SummaryWriter:
                            max_queue_bytes=max_queue_bytes, wake_items=max_queue, on_full=on_full)
         self._closed = False
         self._close_lock = threading.Lock()
-        self._projector: Dict[Tuple[str, int], Any] = {}
+        self._projector: List[Any] = []  # embeddings of this run, touched by the worker only
         _lifecycle.register(self)
         if purge_step is not None:
             # TensorBoard purges at a SessionLog.START only when it has seen an earlier START
@@ -291,46 +291,38 @@ class SummaryWriter:
 
     def add_embedding(self, tag: str, embedding: Any, labels: Any = None, images: Any = None,
                       global_step: Optional[int] = None) -> None:
-        """Vectors for TensorBoard's projector, with optional labels (one column, or
-        several with a header) and thumbnails (NCHW) for a sprite."""
-        from ._embedding import capture_embedding, embedding_files, projector_config
+        """Vectors for TensorBoard's projector, with optional labels (a list: one column;
+        a dict of columns or a list of rows: several columns with a header) and
+        thumbnails (NCHW or NHW) for a sprite. Files go under ``logdir/<tag>/<step>/``
+        and ``projector_config.pbtxt`` is rewritten whole."""
+        from ._embedding import capture_embedding, embedding_action
 
         self._check()
         tag = check_tag(tag)
         step = self._step(global_step)
         payload = capture_embedding(embedding, labels=labels, images=images)
         nbytes = payload_nbytes(payload)
-        registry = self._projector
-
-        def write(sink: Any) -> None:
-            files = embedding_files(tag, step, payload)
-            for rel, data in files.items():
-                sink.write_file(rel, data)
-            registry[(tag, step)] = (tag, step, payload, files)
-            sink.write_file("projector_config.pbtxt",
-                            projector_config(list(registry.values())).encode("utf-8"))
-
-        self._p.put((ACTION, write, nbytes), nbytes)
+        self._p.put((ACTION, embedding_action(tag, step, payload, self._projector), nbytes), nbytes)
 
     def add_hparams(self, hparam_dict: Mapping[str, Any], metric_dict: Mapping[str, Number],
-                    global_step: Optional[int] = None) -> None:
+                    global_step: Optional[int] = None,
+                    hparam_domain_discrete: Optional[Mapping[str, Iterable[Any]]] = None) -> None:
         """Hyperparameters and their final metrics, in this same run (HParams dashboard).
         The metrics are also logged as scalars under their own tags."""
-        from ._hparams import build_hparams
+        from ._hparams import build_hparams_payload, capture_hparams
 
         self._check()
-        values = build_hparams(hparam_dict, metric_dict)
-        self._queue("_hparams_", lambda _tag, vs: vs, values, global_step, None)
-        for k, v in metric_dict.items():
-            self.add_scalar(k, v, global_step)
+        payload = capture_hparams(hparam_dict, metric_dict, hparam_domain_discrete=hparam_domain_discrete)
+        self._queue("_hparams_", build_hparams_payload, payload, global_step, None)
 
     def add_custom_scalars(self, layout: Mapping[str, Mapping[str, Any]]) -> None:
-        """Chart layout for the custom scalars dashboard (tensorboardX's dict form)."""
-        from ._custom_scalars import build_custom_scalars
+        """Chart layout for the custom scalars dashboard, in tensorboardX's form:
+        ``{category: {chart: ["Multiline", [tag regexes]] | ["Margin", [value, lower, upper]]}}``."""
+        from ._custom_scalars import build_custom_scalars_payload, capture_custom_scalars
 
         self._check()
-        value = build_custom_scalars(layout)
-        self._queue("custom_scalars__config__", lambda _tag, v: v, value, 0, None)
+        self._queue("custom_scalars__config__", build_custom_scalars_payload,
+                    capture_custom_scalars(layout), 0, None)
 
     # ------------------------------------------------------------ mxboard extras
     def export_scalars(self, path: str) -> None:

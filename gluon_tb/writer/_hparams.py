@@ -1,0 +1,261 @@
+"""Hyperparameters for TensorBoard's HParams dashboard, in the caller's own run.
+
+The dashboard reads three summaries, each a ``Summary.Value`` whose metadata
+names the ``hparams`` plugin and carries an ``HParamsPluginData`` message
+(``tensorboard/plugins/hparams/plugin_data.proto``):
+
+* ``_hparams_/experiment``: the columns (hparam names and types, metric tags);
+* ``_hparams_/session_start_info``: this run's hparam values (a map of
+  ``google.protobuf.Value``);
+* ``_hparams_/session_end_info``: the run's status.
+
+A *session* is the run directory holding ``session_start_info``; its metric
+values are the last values of the scalar tags named in ``metric_dict``, read
+from that same run (or runs below it). So, unlike tensorboardX/torch, which
+write these into a new timestamped sub-run, the writer logs them in the run
+the caller writes to, together with the metric values as ordinary scalars:
+one row per run, next to that run's curves.
+
+Experiment summary and several runs: TensorBoard uses the experiment summary of
+*one* run (whichever it meets first) for the whole log directory. Runs that log
+the same hparam names and metric tags (the usual sweep) are shown correctly;
+for runs with different names pass ``experiment=False`` so that TensorBoard
+derives the columns from every run's values instead.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+import time
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Union
+
+import numpy as np
+
+from . import _proto
+from ._convert import check_tag, describe
+from ._wire import f_bool, f_bytes, f_double, f_str, f_varint
+
+PLUGIN_NAME = "hparams"
+EXPERIMENT_TAG = "_hparams_/experiment"
+SESSION_START_INFO_TAG = "_hparams_/session_start_info"
+SESSION_END_INFO_TAG = "_hparams_/session_end_info"
+
+# tensorboard.hparams.DataType / Status
+DATA_TYPE_STRING, DATA_TYPE_BOOL, DATA_TYPE_FLOAT64 = 1, 2, 3
+_STATUS = {"unknown": 0, "success": 1, "failure": 2, "running": 3}
+
+HParamValue = Union[str, bool, float]
+
+
+class HParamsPayload(NamedTuple):
+    """Validated, normalised arguments (plain Python values, safe to hand to the worker)."""
+
+    hparams: Dict[str, HParamValue]
+    metrics: Dict[str, float]
+    domains: Dict[str, List[HParamValue]]
+    group_name: str
+    start_time: float
+    status: str
+    experiment: bool
+    metric_scalars: bool
+
+
+# ------------------------------------------------------------ validation
+def _hparam_value(v: Any, where: str) -> HParamValue:
+    if isinstance(v, np.ndarray) and v.shape == ():
+        v = v[()]
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, (str, bool)):
+        return v
+    if isinstance(v, numbers.Real):
+        return float(v)
+    raise TypeError(f"{where} must be a str, bool, int or float, got {describe(v)}")
+
+
+def _metric_value(v: Any, where: str) -> float:
+    if isinstance(v, np.ndarray) and v.shape == ():
+        v = v[()]
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
+        raise TypeError(f"{where} must be an int or float, got {describe(v)}")
+    return float(v)
+
+
+def _mapping(d: Any, name: str) -> Mapping:
+    if not isinstance(d, Mapping):
+        raise TypeError(f"{name} must be a dict, got {describe(d)}")
+    return d
+
+
+def _key(k: Any, name: str) -> str:
+    if not isinstance(k, str):
+        raise TypeError(f"{name} keys must be str, got {describe(k)}")
+    if not k:
+        raise ValueError(f"{name} keys must be non-empty str, got ''")
+    return str(k)
+
+
+def check_hparams(hparam_dict: Any) -> Dict[str, HParamValue]:
+    """``{name: str | bool | int | float}`` (numpy scalars accepted) -> a normalised copy."""
+    d = _mapping(hparam_dict, "hparam_dict")
+    return {_key(k, "hparam_dict"): _hparam_value(v, f"hparam_dict[{k!r}]") for k, v in d.items()}
+
+
+def check_metrics(metric_dict: Any) -> Dict[str, float]:
+    """``{scalar tag: int | float}`` -> a normalised copy. Tags follow ``check_tag``."""
+    d = _mapping(metric_dict, "metric_dict")
+    out = {}
+    for k, v in d.items():
+        out[check_tag(_key(k, "metric_dict"), "metric_dict key")] = _metric_value(
+            v, f"metric_dict[{k!r}]")
+    return out
+
+
+def _check_domains(domains: Any, hparams: Dict[str, HParamValue]) -> Dict[str, List[HParamValue]]:
+    name = "hparam_domain_discrete"
+    if domains is None:
+        return {}
+    d = _mapping(domains, name)
+    out: Dict[str, List[HParamValue]] = {}
+    for k, values in d.items():
+        k = _key(k, name)
+        if k not in hparams:
+            raise ValueError(f"{name} names {k!r}, which is not in hparam_dict")
+        if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, (Sequence, np.ndarray)):
+            raise TypeError(f"{name}[{k!r}] must be a list of values, got {describe(values)}")
+        vals = [_hparam_value(v, f"{name}[{k!r}] items") for v in values]
+        kind = type(hparams[k])
+        if any(type(v) is not kind for v in vals):
+            raise ValueError(f"{name}[{k!r}] must hold only {kind.__name__} values like "
+                             f"hparam_dict[{k!r}], got {vals!r}")
+        if hparams[k] not in vals:
+            raise ValueError(f"{name}[{k!r}] must contain hparam_dict[{k!r}] = {hparams[k]!r}, "
+                             f"got {vals!r}")
+        out[k] = vals
+    return out
+
+
+def capture_hparams(hparam_dict: Any, metric_dict: Any, *,
+                    hparam_domain_discrete: Optional[Mapping[str, Sequence[Any]]] = None,
+                    group_name: str = "", start_time: Optional[float] = None,
+                    status: str = "success", experiment: bool = True,
+                    metric_scalars: bool = True) -> HParamsPayload:
+    """Check every argument (caller's thread) and return plain copies for :func:`build_hparams`.
+
+    ``group_name``: sessions with the same non-empty group name are averaged
+    into one row; the default ``""`` gives every run its own row.
+    ``status``: 'success', 'failure', 'running' or 'unknown'.
+    ``experiment``: also write the experiment summary (see the module docstring).
+    ``metric_scalars``: also return the metric values as scalar values.
+    """
+    hparams = check_hparams(hparam_dict)
+    metrics = check_metrics(metric_dict)
+    domains = _check_domains(hparam_domain_discrete, hparams)
+    if not isinstance(group_name, str):
+        raise TypeError(f"group_name must be a str, got {describe(group_name)}")
+    if start_time is None:
+        start_time = time.time()
+    elif isinstance(start_time, bool) or not isinstance(start_time, numbers.Real) \
+            or not math.isfinite(start_time):
+        raise TypeError(f"start_time must be seconds since the epoch, got {describe(start_time)}")
+    if status not in _STATUS:
+        raise ValueError(f"status must be one of {', '.join(map(repr, _STATUS))}, got {status!r}")
+    return HParamsPayload(hparams, metrics, domains, group_name, float(start_time), status,
+                          bool(experiment), bool(metric_scalars))
+
+
+# ------------------------------------------------------------ encoding
+def struct_value(v: HParamValue) -> bytes:
+    """A ``google.protobuf.Value`` (string, bool or number) message."""
+    if isinstance(v, str):
+        return f_str(3, v)
+    if isinstance(v, bool):
+        return f_bool(4, v)  # written even when False: a oneof member is present
+    return f_double(2, float(v))
+
+
+def list_value(values: Sequence[HParamValue]) -> bytes:
+    """A ``google.protobuf.ListValue``."""
+    return b"".join(f_bytes(1, struct_value(v)) for v in values)
+
+
+def _data_type(v: HParamValue) -> int:
+    if isinstance(v, str):
+        return DATA_TYPE_STRING
+    if isinstance(v, bool):
+        return DATA_TYPE_BOOL
+    return DATA_TYPE_FLOAT64
+
+
+def experiment_message(hparams: Mapping[str, HParamValue], metrics: Sequence[str],
+                       domains: Mapping[str, Sequence[HParamValue]], time_created: float) -> bytes:
+    """``tensorboard.hparams.Experiment``: hparam infos (name, type, domain) and metric infos."""
+    out = f_double(3, time_created)
+    for name in sorted(hparams):
+        info = f_str(1, name) + f_varint(4, _data_type(hparams[name]))
+        if name in domains:
+            info += f_bytes(5, list_value(domains[name]))
+        out += f_bytes(4, info)
+    for tag in sorted(metrics):
+        metric_name = f_str(2, tag)  # group "" = the session's own run
+        out += f_bytes(5, f_bytes(1, metric_name))
+    return out
+
+
+def session_start_message(hparams: Mapping[str, HParamValue], group_name: str,
+                          start_time: float) -> bytes:
+    """``tensorboard.hparams.SessionStartInfo`` with the ``hparams`` map."""
+    out = b"".join(
+        f_bytes(1, f_str(1, name) + f_bytes(2, struct_value(hparams[name])))
+        for name in sorted(hparams)
+    )
+    if group_name:
+        out += f_str(4, group_name)
+    return out + f_double(5, start_time)
+
+
+def session_end_message(status: str, end_time: float) -> bytes:
+    return f_varint(1, _STATUS[status]) + f_double(2, end_time)
+
+
+def _plugin_value(tag: str, field: int, message: bytes) -> bytes:
+    content = f_bytes(field, message)  # HParamsPluginData{version: 0 (default), <oneof>}
+    meta = _proto.metadata(PLUGIN_NAME, content, data_class=_proto.DATA_CLASS_TENSOR)
+    null_tensor = _proto.tensor_array(np.zeros(0, np.float32))  # as the plugin's NULL_TENSOR
+    return _proto.value(tag, tensor=null_tensor, metadata=meta)
+
+
+def build_hparams(hparam_dict: Any, metric_dict: Any, *,
+                  hparam_domain_discrete: Optional[Mapping[str, Sequence[Any]]] = None,
+                  group_name: str = "", start_time: Optional[float] = None,
+                  end_time: Optional[float] = None, status: str = "success",
+                  experiment: bool = True, metric_scalars: bool = True) -> List[bytes]:
+    """Encoded ``Summary.Value`` messages for one session (pure; validates its arguments).
+
+    In order: the experiment (unless ``experiment=False``), session_start_info,
+    session_end_info, then one ``simple_value`` scalar per metric tag (unless
+    ``metric_scalars=False``). Write them all in one event of the caller's run.
+    """
+    p = capture_hparams(hparam_dict, metric_dict, hparam_domain_discrete=hparam_domain_discrete,
+                        group_name=group_name, start_time=start_time, status=status,
+                        experiment=experiment, metric_scalars=metric_scalars)
+    return _build(p, end_time)
+
+
+def build_hparams_payload(tag: str, payload: HParamsPayload) -> List[bytes]:
+    """The pipeline's ``builder(tag, payload)`` form of :func:`build_hparams` (``tag`` is unused)."""
+    return _build(payload, None)
+
+
+def _build(p: HParamsPayload, end_time: Optional[float]) -> List[bytes]:
+    out = []
+    if p.experiment:
+        out.append(_plugin_value(EXPERIMENT_TAG, 2, experiment_message(
+            p.hparams, list(p.metrics), p.domains, p.start_time)))
+    out.append(_plugin_value(SESSION_START_INFO_TAG, 3, session_start_message(
+        p.hparams, p.group_name, p.start_time)))
+    out.append(_plugin_value(SESSION_END_INFO_TAG, 4, session_end_message(
+        p.status, p.start_time if end_time is None else float(end_time))))
+    if p.metric_scalars:
+        out += [_proto.value(tag, simple_value=v) for tag, v in p.metrics.items()]
+    return out

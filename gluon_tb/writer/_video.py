@@ -1,0 +1,81 @@
+"""Video clips, written as an animated GIF in a ``Summary.Value.image``.
+
+TensorBoard's images dashboard shows GIFs (it sniffs the image format), as
+tensorboardX's ``add_video`` relies on. Shapes are ``(T, C, H, W)`` for one
+clip or ``(N, T, C, H, W)`` for N clips, tiled side by side in every frame with
+:func:`make_image_grid`. C is 1 (gray), 3 (RGB) or 4 (RGBA: GIF has no alpha
+channel, so alpha is dropped). Values follow the images' policy (floats in
+[0, 1], NaN -> 0; uint8 as is; other ints clipped to 0..255).
+
+GIF limits: RGB frames are reduced to a 256-colour palette each (gray frames
+are exact); frame delays are stored in 1/100 s, so ``1/fps`` is rounded to
+10 ms and held at 20 ms at least (browsers slow faster GIFs down); identical
+consecutive frames are merged into one longer frame by Pillow.
+"""
+from __future__ import annotations
+
+import io
+import numbers
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from . import _proto
+from ._convert import describe, to_numpy
+from ._image import check_channels, array_nbytes, check_array, make_image_grid, snapshot, to_uint8
+
+
+class VideoPayload(NamedTuple):
+    array: Any  # a private copy, (T, C, H, W) or (N, T, C, H, W)
+    fps: float
+
+    @property
+    def nbytes(self) -> int:
+        return array_nbytes(self.array)
+
+
+def capture_video(video: Any, fps: float = 4) -> VideoPayload:
+    """Check and copy ``(T, C, H, W)`` or ``(N, T, C, H, W)`` frames; ``fps`` > 0."""
+    if isinstance(fps, bool) or not isinstance(fps, numbers.Real):
+        raise TypeError(f"fps must be a positive number, got {describe(fps)}")
+    if not (0 < fps < float("inf")):  # False for NaN too
+        raise ValueError(f"fps must be a positive finite number, got {fps!r}")
+    x, shape = check_array(video, "video")
+    if len(shape) not in (4, 5):
+        raise ValueError(f"video must be 4-D (T, C, H, W) or 5-D (N, T, C, H, W), "
+                         f"got {describe(x)}")
+    layout = "TCHW" if len(shape) == 4 else "NTCHW"
+    dims = dict(zip(layout, shape))
+    check_channels(dims["C"], "video", x, layout)
+    if 0 in shape:
+        raise ValueError(f"video must have at least one clip, frame, row and column, "
+                         f"got {describe(x)}")
+    return VideoPayload(snapshot(x), float(fps))
+
+
+def frame_delay_ms(fps: float) -> int:
+    """The GIF frame delay for ``fps``: a multiple of 10 ms, at least 20 ms."""
+    return max(2, int(round(100.0 / fps))) * 10
+
+
+def encode_gif(frames: np.ndarray, fps: float) -> bytes:
+    """GIF bytes of uint8 ``(T, H, W, C)`` frames (C in 1, 3)."""
+    from PIL import Image
+
+    imgs = [Image.fromarray(np.ascontiguousarray(f[:, :, 0] if f.shape[2] == 1 else f))
+            for f in frames]
+    buf = io.BytesIO()
+    imgs[0].save(buf, format="GIF", save_all=True, append_images=imgs[1:],
+                 duration=frame_delay_ms(fps), loop=0)
+    return buf.getvalue()
+
+
+def build_video(tag: str, payload: VideoPayload) -> bytes:
+    """Encode the clip(s) as an animated GIF in a ``Summary.Value.image``."""
+    arr = to_numpy(payload.array, "video")
+    if arr.ndim == 4:
+        arr = arr[None]
+    arr = to_uint8(arr[:, :, :3])  # GIF has no alpha channel: drop it
+    frames = np.stack([make_image_grid(arr[:, t]) for t in range(arr.shape[1])])
+    _, h, w, c = frames.shape
+    return _proto.value(tag, image=_proto.image(h, w, c, encode_gif(frames, payload.fps)))

@@ -1,0 +1,252 @@
+"""Histograms: exact buckets against numpy.histogram, read back through TensorBoard."""
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+from tensorboard.compat.proto import summary_pb2
+
+from readback import plugin_name, raw_events, tensor_events, write_values
+
+from gluon_tb.writer._histogram import (
+    HistogramPayload,
+    build_histogram,
+    capture_histogram,
+    default_edges,
+)
+
+EDGES = default_edges()
+
+
+def expected(values, bins="default"):
+    """``(bucket_limit, bucket)`` as numpy counts the finite values, empty ends trimmed."""
+    x = np.asarray(values).reshape(-1)
+    if x.dtype.kind == "f":
+        x = x[np.isfinite(x)]
+    if x.size == 0:
+        return [], []
+    edges = EDGES if isinstance(bins, str) and bins == "default" else bins
+    counts, used = np.histogram(x, edges)
+    nz = np.flatnonzero(counts)
+    if nz.size == 0:
+        return [], []
+    s, e = nz[0], nz[-1] + 1
+    return list(used[1:][s:e]), list(counts[s:e].astype(float))
+
+
+def histo(values, bins="default", tag="h"):
+    return summary_pb2.Summary.Value.FromString(
+        build_histogram(tag, capture_histogram(values, bins))).histo
+
+
+def assert_like_numpy(values, bins="default"):
+    h = histo(values, bins)
+    limits, counts = expected(values, bins)
+    assert list(h.bucket_limit) == limits
+    assert list(h.bucket) == counts
+    return h
+
+
+# ---------------------------------------------------------------- default edges
+def test_default_edges_are_tensorflows():
+    pos = []
+    v = 1e-12
+    while v < 1e20:
+        pos.append(v)
+        v *= 1.1
+    big = np.finfo(np.float64).max
+    assert list(EDGES) == [-big] + [-p for p in pos[::-1]] + [0.0] + pos + [big]
+    assert len(pos) == 774
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_values_on_and_beside_every_edge(dtype):
+    inner = EDGES[1:-1]
+    x = np.concatenate([inner, np.nextafter(inner, np.inf), np.nextafter(inner, -np.inf)])
+    x = x.astype(dtype)
+    x = x[np.isfinite(x)]
+    near = x.astype(np.float32) if dtype != np.float64 else x
+    if dtype == np.float32:  # float32 neighbours of the float64 edges
+        e32 = inner.astype(np.float32)
+        inf32 = np.float32(np.inf)
+        near = np.concatenate([e32, np.nextafter(e32, inf32), np.nextafter(e32, -inf32)])
+    assert_like_numpy(x)
+    assert_like_numpy(near)
+
+
+@pytest.mark.parametrize("values", [
+    np.zeros(7, np.float32), -np.zeros(3), np.array([0.0, -0.0, 1e-45, -1e-45], np.float32),
+    np.array([3.4e38, -3.4e38, 1e30, -1e25], np.float32), np.array([1e300, -1e300, 5e-324]),
+    np.arange(-50, 50, dtype=np.int8), np.arange(-2 ** 40, 2 ** 40, 2 ** 33, dtype=np.int64),
+    np.array([True, False, True]), np.array(2.5), np.array(-3, dtype=np.int16),
+    np.linspace(-1, 1, 9999, dtype=np.float32).reshape(101, 99),
+    [1, 2, 3], 4.0,
+])
+def test_default_bins_match_numpy(values):
+    assert_like_numpy(values)
+
+
+@pytest.mark.parametrize("bins", [1, 3, 1000, "auto", "fd", "doane", "scott", "stone", "rice",
+                                  "sturges", "sqrt", [-1.0, 0.0, 0.5, 1.0],
+                                  np.linspace(-2, 2, 1001), np.linspace(-3, 3, 7)])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.int32])
+def test_other_bins_match_numpy(bins, dtype):
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal(5000) * 2).astype(dtype)
+    assert_like_numpy(x, bins)
+
+
+def test_stats_over_finite_values_only(caplog):
+    x = np.array([1.0, -2.0, np.nan, np.inf, -np.inf, 4.0], np.float32)
+    payload = capture_histogram(x)
+    with caplog.at_level(logging.WARNING, logger="gluon_tb"):
+        h = summary_pb2.Summary.Value.FromString(build_histogram("stats_tag", payload)).histo
+        build_histogram("stats_tag", capture_histogram(x))
+    assert payload.nonfinite == 3
+    assert (h.min, h.max, h.num, h.sum, h.sum_squares) == (-2.0, 4.0, 3.0, 3.0, 21.0)
+    assert sum(h.bucket) == 3
+    warnings = [r for r in caplog.records if "stats_tag" in r.getMessage()]
+    assert len(warnings) == 1 and "3" in warnings[0].getMessage()
+
+
+def test_sums_in_float64():
+    x = np.full(1_000_001, 0.1, np.float32)
+    h = histo(x)
+    assert h.sum == pytest.approx(float(np.float32(0.1)) * x.size, rel=1e-12)
+    assert h.sum_squares == pytest.approx(float(np.float32(0.1)) ** 2 * x.size, rel=1e-12)
+
+
+def test_caller_copy_is_private():
+    x = np.ones(100, np.float32)
+    p = capture_histogram(x)
+    x[:] = -5
+    assert histo_of(p).min == 1.0
+
+
+def histo_of(payload):
+    return summary_pb2.Summary.Value.FromString(build_histogram("p", payload)).histo
+
+
+# ---------------------------------------------------------------- validation
+@pytest.mark.parametrize("values,exc,words", [
+    (np.zeros(0), ValueError, "values must be a non-empty"),
+    ([], ValueError, "values"),
+    (np.array(["a", "b"]), TypeError, "values must be a numeric"),
+    ("abc", TypeError, "values"),
+    (None, TypeError, "values"),
+    (np.array([1 + 2j]), TypeError, "values"),
+    ([[1, 2], [3]], TypeError, "values"),
+])
+@pytest.mark.filterwarnings("ignore::numpy.VisibleDeprecationWarning")
+def test_bad_values(values, exc, words):
+    with pytest.raises(exc, match=words):
+        capture_histogram(values)
+
+
+@pytest.mark.parametrize("bins,exc", [
+    ("tensorflow", ValueError), (0, ValueError), (-3, ValueError), (2.5, TypeError),
+    (True, TypeError), (None, TypeError), ([1.0], ValueError), ([1.0, 1.0], ValueError),
+    ([2.0, 1.0], ValueError), ([0.0, np.nan], ValueError), ([[0.0, 1.0]], ValueError),
+    (["a", "b"], TypeError),
+])
+def test_bad_bins(bins, exc):
+    with pytest.raises(exc, match="bins"):
+        capture_histogram(np.ones(3), bins)
+
+
+# ---------------------------------------------------------------- TensorBoard readback
+def read_back(tmp_path, values, bins="default", tag="w"):
+    write_values(str(tmp_path), [(1, build_histogram(tag, capture_histogram(values, bins)))])
+    assert plugin_name(str(tmp_path), ".", tag) == "histograms"
+    (ev,) = tensor_events(str(tmp_path), ".", tag)
+    from tensorboard.util import tensor_util
+
+    return tensor_util.make_ndarray(ev.tensor_proto)
+
+
+def test_readback_matches_numpy(tmp_path):
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.standard_normal(20000).astype(np.float32), [0, 0, np.nan, -np.inf]])
+    arr = read_back(tmp_path, x)
+    limits, counts = expected(x)
+    finite = x[np.isfinite(x)]
+    assert arr.shape == (len(counts), 3)
+    assert list(arr[:, 2]) == counts
+    assert list(arr[1:, 0]) == list(np.float32(limits[:-1]))
+    assert arr[0, 0] == finite.min() and arr[-1, 1] == finite.max()
+    (ev,) = [e for e in raw_events(tmp_path / next(p.name for p in tmp_path.iterdir()))
+             if e.HasField("summary")]
+    assert list(ev.summary.value[0].histo.bucket_limit) == limits
+
+
+@pytest.mark.parametrize("values", [np.array([np.nan, np.inf, -np.inf]), np.array([np.nan])])
+def test_no_finite_values_writes_empty_histogram(tmp_path, values):
+    arr = read_back(tmp_path, values, tag="empty")
+    assert arr.shape == (0, 3)
+    h = raw_events(next(iter(p for p in tmp_path.iterdir())))[1].summary.value[0].histo
+    assert (h.num, list(h.bucket)) == (0.0, [])
+
+
+def test_all_values_outside_user_edges(tmp_path):
+    arr = read_back(tmp_path, np.array([5.0, 6.0]), bins=[0.0, 1.0], tag="out")
+    assert arr.shape == (0, 3)
+
+
+finite_or_not = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True, width=32),
+    st.sampled_from([0.0, -0.0, 1e-12, -1e-12, 1.1e-12, 3.4e38]),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(x=hnp.arrays(np.float64, hnp.array_shapes(min_dims=0, max_dims=2, max_side=40),
+                    elements=finite_or_not),
+       dtype=st.sampled_from([np.float16, np.float32, np.float64]))
+def test_property_readback_counts_equal_numpy(tmp_path_factory, x, dtype):
+    with np.errstate(over="ignore"):
+        x = x.astype(dtype)
+    tmp = tmp_path_factory.mktemp("prop")
+    arr = read_back(tmp, x, tag="prop")
+    _limits, counts = expected(x)
+    assert list(arr[:, 2]) == counts
+
+
+# ---------------------------------------------------------------- MXNet
+mx = pytest.importorskip("mxnet")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64", "int32", "uint8"])
+def test_ndarray_counts_equal_numpy(dtype):
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal(30000) * 50).astype(dtype)
+    h = histo(mx.nd.array(x, dtype=dtype))
+    assert (list(h.bucket_limit), list(h.bucket)) == expected(x)
+    h = histo(mx.nd.array(x, dtype=dtype), bins=100)
+    assert (list(h.bucket_limit), list(h.bucket)) == expected(x, 100)
+
+
+def test_mx_numpy_array():
+    x = np.linspace(-3, 3, 1001)
+    h = histo(mx.np.array(x, dtype="float64"))
+    assert (list(h.bucket_limit), list(h.bucket)) == expected(x)
+
+
+def test_ndarray_capture_is_async_and_private():
+    a = mx.nd.ones((1000,))
+    payload = capture_histogram(a)
+    assert isinstance(payload, HistogramPayload) and payload.data is not a
+    a[:] = 7  # queued after the copy on MXNet's engine
+    a += 1
+    h = histo_of(payload)
+    assert (h.min, h.max, h.num) == (1.0, 1.0, 1000.0)
+
+
+def test_ndarray_validation():
+    with pytest.raises(ValueError, match="values must be a non-empty"):
+        capture_histogram(mx.nd.array(np.zeros((0, 3))))
+    with pytest.raises(ValueError, match="bins"):
+        capture_histogram(mx.nd.ones((2,)), bins=-1)

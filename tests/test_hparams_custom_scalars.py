@@ -1,0 +1,283 @@
+"""HParams and custom-scalar layouts, read back with TensorBoard's protos and plugin backends."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from google.protobuf import json_format
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tensorboard import context as tb_context
+from tensorboard.backend.event_processing import data_provider
+from tensorboard.plugins import base_plugin
+from tensorboard.plugins.custom_scalar import layout_pb2
+from tensorboard.plugins.hparams import (
+    api_pb2,
+    backend_context,
+    get_experiment,
+    list_session_groups,
+    plugin_data_pb2,
+)
+
+import readback
+from gluon_tb.writer._custom_scalars import (
+    CONFIG_TAG,
+    build_custom_scalars,
+    build_custom_scalars_payload,
+    capture_custom_scalars,
+)
+from gluon_tb.writer._hparams import (
+    EXPERIMENT_TAG,
+    SESSION_END_INFO_TAG,
+    SESSION_START_INFO_TAG,
+    build_hparams,
+    build_hparams_payload,
+    capture_hparams,
+)
+from tensorboard.compat.proto import summary_pb2
+
+HP_TAGS = {EXPERIMENT_TAG, SESSION_START_INFO_TAG, SESSION_END_INFO_TAG}
+
+
+# ------------------------------------------------------------ helpers
+def tb_context_for(logdir):
+    mux = readback.multiplexer(str(logdir))
+    dp = data_provider.MultiplexerDataProvider(mux, str(logdir))
+    return base_plugin.TBContext(logdir=str(logdir), data_provider=dp, multiplexer=mux,
+                                 plugin_name_to_instance={})
+
+
+def hparams_backend(logdir):
+    """(experiment, session_groups) as the HParams dashboard's two requests return them."""
+    ctx = backend_context.Context(tb_context_for(logdir))
+    rc = tb_context.RequestContext()
+    exp = get_experiment.Handler(rc, ctx, "", api_pb2.GetExperimentRequest()).run()
+    req = json_format.Parse(
+        '{"startIndex": 0, "sliceSize": 100, "allowedStatuses": ["STATUS_UNKNOWN", '
+        '"STATUS_SUCCESS", "STATUS_FAILURE", "STATUS_RUNNING"], "colParams": []}',
+        api_pb2.ListSessionGroupsRequest())
+    groups = list_session_groups.Handler(rc, ctx, "", req).run()
+    return exp, groups
+
+
+def pyvalue(v):
+    return json_format.MessageToDict(v)
+
+
+def parse_values(values):
+    return [summary_pb2.Summary.Value.FromString(v) for v in values]
+
+
+# ------------------------------------------------------------ hparams: protos
+def test_hparams_values_parse_with_tensorboard_protos():
+    values = parse_values(build_hparams({"lr": 0.1, "opt": "sgd", "bn": False, "layers": 3},
+                                        {"acc": 0.9}, start_time=100.0, end_time=200.0))
+    assert [v.tag for v in values] == [EXPERIMENT_TAG, SESSION_START_INFO_TAG,
+                                       SESSION_END_INFO_TAG, "acc"]
+    for v in values[:3]:
+        assert v.metadata.plugin_data.plugin_name == "hparams"
+        assert v.metadata.data_class == summary_pb2.DATA_CLASS_TENSOR
+    exp = plugin_data_pb2.HParamsPluginData.FromString(values[0].metadata.plugin_data.content)
+    assert exp.version == 0 and exp.WhichOneof("data") == "experiment"
+    assert [(h.name, h.type) for h in exp.experiment.hparam_infos] == [
+        ("bn", api_pb2.DATA_TYPE_BOOL), ("layers", api_pb2.DATA_TYPE_FLOAT64),
+        ("lr", api_pb2.DATA_TYPE_FLOAT64), ("opt", api_pb2.DATA_TYPE_STRING)]
+    assert [(m.name.group, m.name.tag) for m in exp.experiment.metric_infos] == [("", "acc")]
+    start = plugin_data_pb2.HParamsPluginData.FromString(
+        values[1].metadata.plugin_data.content).session_start_info
+    assert {k: pyvalue(v) for k, v in start.hparams.items()} == {
+        "lr": 0.1, "opt": "sgd", "bn": False, "layers": 3.0}
+    assert start.hparams["bn"].WhichOneof("kind") == "bool_value"  # False is still present
+    assert start.start_time_secs == 100.0 and start.group_name == ""
+    end = plugin_data_pb2.HParamsPluginData.FromString(
+        values[2].metadata.plugin_data.content).session_end_info
+    assert end.status == api_pb2.STATUS_SUCCESS and end.end_time_secs == 200.0
+    assert values[3].simple_value == pytest.approx(0.9)
+
+
+_hp_value = st.one_of(st.text(max_size=20), st.booleans(), st.integers(-2**53, 2**53),
+                      st.floats(allow_nan=False))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.dictionaries(st.text(min_size=1, max_size=10), _hp_value, max_size=6),
+       st.text(max_size=8))
+def test_any_hparam_dict_round_trips(hparams, group):
+    values = parse_values(build_hparams(hparams, {}, group_name=group))
+    start = plugin_data_pb2.HParamsPluginData.FromString(
+        values[1].metadata.plugin_data.content).session_start_info
+    assert start.group_name == group
+    assert set(start.hparams) == set(hparams)
+    for k, v in hparams.items():
+        pv = start.hparams[k]
+        if isinstance(v, bool):
+            assert pv.WhichOneof("kind") == "bool_value" and pv.bool_value is v
+        elif isinstance(v, str):
+            assert pv.string_value == v
+        else:
+            assert pv.number_value == float(v)
+
+
+def test_numpy_scalars_and_domains():
+    values = parse_values(build_hparams(
+        {"lr": np.float32(0.5), "n": np.int64(4), "act": "relu"}, {"m": np.float64(2.0)},
+        hparam_domain_discrete={"act": ["relu", "tanh"], "n": [2, 4, 8]}))
+    exp = plugin_data_pb2.HParamsPluginData.FromString(
+        values[0].metadata.plugin_data.content).experiment
+    domains = {h.name: [pyvalue(v) for v in h.domain_discrete.values] for h in exp.hparam_infos
+               if h.HasField("domain_discrete")}
+    assert domains == {"act": ["relu", "tanh"], "n": [2.0, 4.0, 8.0]}
+
+
+def test_options_drop_experiment_and_metric_scalars():
+    values = parse_values(build_hparams({"a": 1}, {"m": 1.0}, experiment=False,
+                                        metric_scalars=False, status="failure"))
+    assert [v.tag for v in values] == [SESSION_START_INFO_TAG, SESSION_END_INFO_TAG]
+    end = plugin_data_pb2.HParamsPluginData.FromString(values[1].metadata.plugin_data.content)
+    assert end.session_end_info.status == api_pb2.STATUS_FAILURE
+
+
+def test_capture_then_build_payload_equals_build():
+    p = capture_hparams({"a": "x"}, {"m": 2}, start_time=5.0)
+    assert build_hparams_payload("ignored", p) == build_hparams({"a": "x"}, {"m": 2}, start_time=5.0)
+
+
+@pytest.mark.parametrize("args, kwargs, exc, word", [
+    (([("a", 1)], {}), {}, TypeError, "hparam_dict"),
+    (({1: 1}, {}), {}, TypeError, "hparam_dict"),
+    (({"": 1}, {}), {}, ValueError, "hparam_dict"),
+    (({"a": None}, {}), {}, TypeError, "hparam_dict"),
+    (({"a": [1, 2]}, {}), {}, TypeError, "hparam_dict"),
+    (({"a": 1}, None), {}, TypeError, "metric_dict"),
+    (({"a": 1}, {"m": "high"}), {}, TypeError, "metric_dict"),
+    (({"a": 1}, {"m": True}), {}, TypeError, "metric_dict"),
+    (({"a": 1}, {3: 1.0}), {}, TypeError, "metric_dict"),
+    (({"a": 1}, {}), {"hparam_domain_discrete": {"a": [2, 3]}}, ValueError, "hparam_domain_discrete"),
+    (({"a": 1}, {}), {"hparam_domain_discrete": {"a": ["1"]}}, ValueError, "hparam_domain_discrete"),
+    (({"a": 1}, {}), {"hparam_domain_discrete": {"b": [1]}}, ValueError, "hparam_domain_discrete"),
+    (({"a": 1}, {}), {"status": "done"}, ValueError, "status"),
+    (({"a": 1}, {}), {"group_name": 3}, TypeError, "group_name"),
+])
+def test_hparams_errors_name_the_argument(args, kwargs, exc, word):
+    with pytest.raises(exc, match=word):
+        capture_hparams(*args, **kwargs)
+
+
+# ------------------------------------------------------------ hparams: dashboard backend
+def test_dashboard_shows_the_session_in_the_callers_run(tmp_path):
+    readback.write_values(str(tmp_path), [
+        (0, build_hparams({"lr": 0.01, "opt": "adam", "bn": True}, {"val/acc": 0.75, "loss": 0.5})),
+    ])
+    # no extra run directory: everything is in the caller's run "."
+    assert readback.tags(str(tmp_path)) == {(".", t) for t in HP_TAGS | {"val/acc", "loss"}}
+    exp, groups = hparams_backend(tmp_path)
+    assert {h.name for h in exp.hparam_infos} == {"lr", "opt", "bn"}
+    assert {m.name.tag for m in exp.metric_infos} == {"val/acc", "loss"}
+    (group,) = groups.session_groups
+    assert [s.name for s in group.sessions] == ["."]
+    assert {k: pyvalue(v) for k, v in group.hparams.items()} == {"lr": 0.01, "opt": "adam", "bn": True}
+    assert {m.name.tag: m.value for m in group.metric_values} == {"val/acc": 0.75, "loss": 0.5}
+    assert group.sessions[0].status == api_pb2.STATUS_SUCCESS
+
+
+def test_metric_value_is_the_last_logged_scalar(tmp_path):
+    curve = [(s, parse_scalar("val/acc", v)) for s, v in [(1, 0.1), (2, 0.2)]]
+    readback.write_values(str(tmp_path), curve + [(3, build_hparams({"lr": 1.0}, {"val/acc": 0.3}))]
+                          + [(4, parse_scalar("val/acc", 0.4))])
+    _, groups = hparams_backend(tmp_path)
+    (group,) = groups.session_groups
+    (mv,) = group.metric_values
+    assert mv.value == pytest.approx(0.4) and mv.training_step == 4
+
+
+def parse_scalar(tag, value):
+    from gluon_tb.writer import _proto
+    return _proto.value(tag, simple_value=value)
+
+
+def test_several_runs_are_one_row_each(tmp_path):
+    for run, lr, acc in [("run_a", 0.1, 0.5), ("run_b", 0.2, 0.7), ("run_c", 0.1, 0.9)]:
+        readback.write_values(str(tmp_path), [(10, build_hparams({"lr": lr, "opt": "sgd"},
+                                                                 {"acc": acc}))], run=run)
+    exp, groups = hparams_backend(tmp_path)
+    assert [h.name for h in exp.hparam_infos] == ["lr", "opt"]
+    rows = {g.sessions[0].name: (g.hparams["lr"].number_value,
+                                 {m.name.tag: round(m.value, 6) for m in g.metric_values})
+            for g in groups.session_groups}
+    assert rows == {"run_a": (0.1, {"acc": 0.5}), "run_b": (0.2, {"acc": 0.7}),
+                    "run_c": (0.1, {"acc": 0.9})}
+
+
+def test_without_experiment_tensorboard_derives_the_columns(tmp_path):
+    readback.write_values(str(tmp_path), [(0, build_hparams({"a": 1, "b": "x"}, {"m": 3.0},
+                                                            experiment=False))], run="r1")
+    readback.write_values(str(tmp_path), [(0, build_hparams({"a": 2, "c": True}, {"m": 4.0},
+                                                            experiment=False))], run="r2")
+    exp, groups = hparams_backend(tmp_path)
+    assert {h.name for h in exp.hparam_infos} == {"a", "b", "c"}
+    assert {m.name.tag for m in exp.metric_infos} == {"m"}
+    assert len(groups.session_groups) == 2
+
+
+# ------------------------------------------------------------ custom scalars
+LAYOUT = {
+    "Losses": {"loss": ["Multiline", ["loss/train", "loss/val.*"]],
+               "acc band": ["Margin", ["acc/mean", "acc/lo", "acc/hi"]]},
+    "Other": {"lr": ["Multiline", ["lr"]]},
+}
+
+
+def expected_layout():
+    lay = layout_pb2.Layout()
+    c = lay.category.add(title="Losses")
+    c.chart.add(title="loss").multiline.tag.extend(["loss/train", "loss/val.*"])
+    c.chart.add(title="acc band").margin.series.add(value="acc/mean", lower="acc/lo", upper="acc/hi")
+    lay.category.add(title="Other").chart.add(title="lr").multiline.tag.append("lr")
+    return lay
+
+
+def test_layout_reads_back_equal(tmp_path):
+    readback.write_values(str(tmp_path), [(0, build_custom_scalars(LAYOUT))])
+    assert readback.tags(str(tmp_path)) == {(".", CONFIG_TAG)}
+    assert readback.plugin_name(str(tmp_path), ".", CONFIG_TAG) == "custom_scalars"
+    (ev,) = readback.tensor_events(str(tmp_path), ".", CONFIG_TAG)
+    assert ev.tensor_proto.tensor_shape.dim == [] and len(ev.tensor_proto.string_val) == 1
+    assert layout_pb2.Layout.FromString(ev.tensor_proto.string_val[0]) == expected_layout()
+
+
+def test_custom_scalars_plugin_serves_the_layout(tmp_path):
+    from tensorboard.plugins.custom_scalar.custom_scalars_plugin import CustomScalarsPlugin
+
+    readback.write_values(str(tmp_path), [(0, build_custom_scalars(LAYOUT))])
+    plugin = CustomScalarsPlugin(tb_context_for(tmp_path))
+    got = plugin.layout_impl(tb_context.RequestContext(), "")  # JSON text
+    assert json_format.Parse(got, layout_pb2.Layout()) == expected_layout()
+
+
+def test_capture_and_payload_builder_match():
+    assert build_custom_scalars_payload(CONFIG_TAG, capture_custom_scalars(LAYOUT)) == \
+        build_custom_scalars(LAYOUT)
+
+
+@pytest.mark.parametrize("layout, exc, word", [
+    ([], TypeError, "layout"),
+    ({}, ValueError, "layout"),
+    ({"c": ["Multiline", ["a"]]}, TypeError, r"layout\['c'\]"),
+    ({"c": {"t": ("Multiline",)}}, TypeError, r"layout\['c'\]\['t'\]"),
+    ({"c": {"t": ["Lines", ["a"]]}}, ValueError, "'Multiline' or 'Margin'"),
+    ({"c": {"t": ["Multiline", "a"]}}, TypeError, "list of str"),
+    ({"c": {"t": ["Multiline", []]}}, ValueError, "at least one"),
+    ({"c": {"t": ["Margin", ["a", "b"]]}}, ValueError, "value_tag, lower_tag, upper_tag"),
+    ({"c": {"t": ["Multiline", ["a", 3]]}}, TypeError, "str tags"),
+    ({1: {"t": ["Multiline", ["a"]]}}, TypeError, "category"),
+])
+def test_layout_errors_name_layout(layout, exc, word):
+    with pytest.raises(exc, match=word) as info:
+        build_custom_scalars(layout)
+    assert "layout" in str(info.value)
+
+
+def test_nan_metric_is_allowed():
+    (v,) = parse_values(build_hparams({"a": 1}, {"m": float("nan")}, experiment=False))[2:]
+    assert math.isnan(v.simple_value)

@@ -1,0 +1,226 @@
+"""Images: capture_image(s)/build_image and make_image_grid, read back through TensorBoard."""
+from __future__ import annotations
+
+import io
+import time
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import readback
+from gluon_tb.writer._image import (
+    build_image,
+    capture_image,
+    capture_images,
+    make_image_grid,
+)
+
+
+def read_png(logdir, tag="img"):
+    """``[(width, height, pixels as H×W[×C] uint8)]`` of one tag, as TensorBoard loads it."""
+    assert readback.plugin_name(str(logdir), ".", tag) == "images"
+    out = []
+    for e in readback.tensor_events(str(logdir), ".", tag):
+        w, h, png = e.tensor_proto.string_val
+        img = Image.open(io.BytesIO(png))
+        assert img.format == "PNG"
+        out.append((int(w), int(h), np.asarray(img)))
+    return out
+
+
+def roundtrip(tmp_path, payload):
+    readback.write_values(str(tmp_path), [(0, build_image("img", payload))])
+    [(w, h, px)] = read_png(tmp_path)
+    assert px.shape[:2] == (h, w)
+    return px
+
+
+def hwc_of(px):
+    return px[:, :, None] if px.ndim == 2 else px
+
+
+# ---------------------------------------------------------------- exact pixels
+def test_uint8_rgb_chw_exact(tmp_path):
+    x = np.random.default_rng(0).integers(0, 256, (3, 5, 7), dtype=np.uint8)
+    px = roundtrip(tmp_path, capture_image(x))
+    np.testing.assert_array_equal(px, x.transpose(1, 2, 0))
+
+
+@pytest.mark.parametrize("shape,fmt,to_hwc", [
+    ((5, 7), None, lambda a: a[:, :, None]),
+    ((1, 5, 7), None, lambda a: a.transpose(1, 2, 0)),
+    ((4, 5, 7), None, lambda a: a.transpose(1, 2, 0)),
+    ((5, 7, 3), None, lambda a: a),
+    ((5, 7, 4), "HWC", lambda a: a),
+    ((3, 5, 3), "HWC", lambda a: a),  # would be inferred as CHW
+])
+def test_layouts(tmp_path, shape, fmt, to_hwc):
+    x = np.random.default_rng(1).integers(0, 256, shape, dtype=np.uint8)
+    px = roundtrip(tmp_path, capture_image(x, dataformats=fmt))
+    np.testing.assert_array_equal(hwc_of(px), to_hwc(x))
+
+
+def test_float_scaled_rounded_and_colorspace(tmp_path):
+    x = np.arange(256, dtype=np.float64).reshape(1, 16, 16) / 255.0
+    readback.write_values(str(tmp_path), [(0, build_image("img", capture_image(x)))])
+    [(w, h, px)] = read_png(tmp_path)
+    assert (w, h) == (16, 16)
+    np.testing.assert_array_equal(px, np.arange(256, dtype=np.uint8).reshape(16, 16))
+    raw = readback.raw_events(readback.event_files(str(tmp_path))[0])[1]
+    assert raw.summary.value[0].image.colorspace == 1
+
+
+def test_batch_grid_exact(tmp_path):
+    x = np.random.default_rng(2).integers(0, 256, (5, 3, 4, 6), dtype=np.uint8)
+    px = roundtrip(tmp_path, capture_images(x))
+    np.testing.assert_array_equal(px, make_image_grid(x))
+    assert px.shape == (2 * (4 + 2) + 2, 3 * (6 + 2) + 2, 3)  # 3 per row, 2 rows
+    np.testing.assert_array_equal(px[2:6, 10:16], x[1].transpose(1, 2, 0))
+
+
+def test_batch_nhwc_nhw_and_max_images(tmp_path):
+    x = np.random.default_rng(3).integers(0, 256, (9, 5, 6, 3), dtype=np.uint8)
+    px = roundtrip(tmp_path / "a", capture_images(x, max_images=4))
+    np.testing.assert_array_equal(px, make_image_grid(x[:4].transpose(0, 3, 1, 2)))
+    g = np.random.default_rng(4).integers(0, 256, (4, 5, 5), dtype=np.uint8)
+    px = roundtrip(tmp_path / "b", capture_images(g))  # 3-D batch: NHW
+    np.testing.assert_array_equal(px, make_image_grid(g[:, None])[:, :, 0])
+
+
+def test_image_4d_is_a_grid_like_mxboard(tmp_path):
+    x = np.random.default_rng(5).random((4, 3, 4, 4)).astype(np.float32)
+    px = roundtrip(tmp_path, capture_image(x))
+    assert px.shape == (14, 14, 3)
+
+
+# ---------------------------------------------------------------- copies, not views
+def test_numpy_is_copied_at_capture(tmp_path):
+    x = np.full((3, 4, 4), 7, np.uint8)
+    p = capture_image(x)
+    x[:] = 200
+    np.testing.assert_array_equal(roundtrip(tmp_path, p), 7)
+
+
+class FakeND:
+    """Looks like an MXNet NDArray to ``is_ndarray``; asnumpy must not be called at capture."""
+
+    __module__ = "mxnet.ndarray.fake"
+
+    def __init__(self, a):
+        self.a, self.shape, self.dtype, self.synced = a, a.shape, a.dtype, False
+
+    def copy(self):
+        return FakeND(self.a.copy())
+
+    def __getitem__(self, k):
+        return FakeND(self.a[k])
+
+    def asnumpy(self):
+        self.synced = True
+        return self.a
+
+
+def test_ndarray_copied_without_sync(tmp_path):
+    nd = FakeND(np.full((6, 3, 2, 2), 9, np.uint8))
+    p = capture_images(nd, max_images=2)
+    assert not nd.synced and isinstance(p.array, FakeND) and p.array.shape[0] == 2
+    nd.a[:] = 0
+    np.testing.assert_array_equal(roundtrip(tmp_path, p)[2:4, 2:4], 9)
+
+
+def test_real_mxnet_ndarray(tmp_path):
+    mx = pytest.importorskip("mxnet")
+    x = mx.nd.array(np.arange(48).reshape(3, 4, 4) / 47.0)
+    p = capture_image(x)
+    x[:] = 0
+    px = roundtrip(tmp_path, p)
+    expected = np.floor((np.arange(16) / 47).astype(np.float32) * np.float32(255) + np.float32(0.5))
+    np.testing.assert_array_equal(px[:, :, 0].ravel(), expected)
+    assert make_image_grid(mx.nd.zeros((2, 1, 3, 3))).shape == (7, 12, 1)
+
+
+def test_caller_cost_is_a_copy():
+    """add_images(64×3×32×32 float32) must cost the caller <= 1/20 of tensorboardX (~10 ms)."""
+    x = np.random.default_rng(0).random((64, 3, 32, 32), dtype=np.float32)
+    capture_images(x)
+    ts = []
+    for _ in range(50):
+        t = time.perf_counter()
+        capture_images(x)
+        ts.append(time.perf_counter() - t)
+    assert np.median(ts) < 0.5e-3
+
+
+# ---------------------------------------------------------------- make_image_grid
+def test_make_image_grid_layout():
+    x = np.arange(1, 7, dtype=np.float32).reshape(6, 1, 1, 1) * np.ones((6, 1, 2, 3), np.float32)
+    g = make_image_grid(x, padding=1, pad_value=-1)
+    assert g.shape == (2 * 3 + 1, 3 * 4 + 1, 1) and g.dtype == np.float32
+    assert g[1, 1, 0] == 1 and g[1, 5, 0] == 2 and g[4, 1, 0] == 4 and g[4, 9, 0] == 6
+    assert g[0, 0, 0] == -1 and g[3, 1, 0] == -1
+    assert make_image_grid(x, nrow=6, padding=0).shape == (2, 18, 1)
+    assert make_image_grid(x, nrow=100, padding=0).shape == (2, 18, 1)
+    assert make_image_grid(x[:1]).shape == (2, 3, 1)  # one image: no padding
+    assert make_image_grid(np.zeros((6, 3, 4, 4), np.uint8)).shape == (14, 20, 3)
+    assert make_image_grid(np.zeros((64, 3, 32, 32), np.uint8)).shape == (274, 274, 3)
+
+
+@pytest.mark.parametrize("kwargs,exc,word", [
+    (dict(images=np.zeros((2, 2, 2))), ValueError, "images"),
+    (dict(images=np.zeros((0, 1, 2, 2))), ValueError, "images"),
+    (dict(images=np.zeros((2, 1, 2, 2)), nrow=0), ValueError, "nrow"),
+    (dict(images=np.zeros((2, 1, 2, 2)), padding=-1), ValueError, "padding"),
+    (dict(images="x"), TypeError, "images"),
+])
+def test_make_image_grid_errors(kwargs, exc, word):
+    with pytest.raises(exc, match=word):
+        make_image_grid(**kwargs)
+
+
+# ---------------------------------------------------------------- bad and odd inputs
+# (input, capture function, kwargs, expected pixels or (exception type, words in the message))
+BAD = [
+    ("2 channels", np.zeros((2, 5, 6)), capture_image, {}, (ValueError, ["image", "1, 3 or 4 channels", "(2, 5, 6)"])),
+    ("5 channels", np.zeros((6, 7, 5)), capture_image, {}, (ValueError, ["image", "1, 3 or 4 channels", "(6, 7, 5)"])),
+    ("2 ch CHW", np.zeros((2, 4, 4)), capture_image, {"dataformats": "CHW"}, (ValueError, ["image", "got 2 channels"])),
+    ("batch 5 ch", np.zeros((2, 5, 6, 6)), capture_images, {}, (ValueError, ["images", "(2, 5, 6, 6)"])),
+    ("2 ch NHWC", np.zeros((2, 4, 4, 2)), capture_images, {"dataformats": "NHWC"}, (ValueError, ["images", "2 channels"])),
+    ("zero width", np.zeros((3, 4, 0)), capture_image, {}, (ValueError, ["image", "width", "(3, 4, 0)"])),
+    ("zero height", np.zeros((0, 4)), capture_image, {}, (ValueError, ["image", "height"])),
+    ("no images", np.zeros((0, 3, 4, 4)), capture_images, {}, (ValueError, ["images", "at least one"])),
+    ("1-D", np.zeros(5), capture_image, {}, (ValueError, ["image", "(5,)"])),
+    ("5-D", np.zeros((1, 1, 1, 1, 1)), capture_images, {}, (ValueError, ["images"])),
+    ("2-D batch", np.zeros((4, 4)), capture_images, {}, (ValueError, ["images"])),
+    ("not an array", "cat.png", capture_image, {}, (TypeError, ["image", "str"])),
+    ("None", None, capture_images, {}, (TypeError, ["images", "None"])),
+    ("complex", np.zeros((3, 2, 2), complex), capture_image, {}, (TypeError, ["image", "complex"])),
+    ("bad fmt", np.zeros((3, 2, 2)), capture_image, {"dataformats": "CWH"}, (ValueError, ["dataformats", "CWH"])),
+    ("fmt ndim", np.zeros((3, 2, 2)), capture_image, {"dataformats": "HW"}, (ValueError, ["image", "2-D"])),
+    ("fmt type", np.zeros((3, 2, 2)), capture_image, {"dataformats": 3}, (TypeError, ["dataformats"])),
+    ("single fmt batch", np.zeros((3, 2, 2)), capture_images, {"dataformats": "CHW"}, (ValueError, ["dataformats"])),
+    ("max_images 0", np.zeros((3, 1, 2, 2)), capture_images, {"max_images": 0}, (ValueError, ["max_images"])),
+    ("max_images float", np.zeros((3, 1, 2, 2)), capture_images, {"max_images": 1.5}, (TypeError, ["max_images"])),
+    # documented value results (1×1×4 gray image)
+    ("NaN -> 0", np.array([[[np.nan, 0.5, 1.0, 0.0]]]), capture_image, {}, [0, 128, 255, 0]),
+    ("negative/ >1 floats clipped", np.array([[[-0.5, -np.inf, 1.5, np.inf]]], np.float32), capture_image, {}, [0, 0, 255, 255]),
+    ("int64 0..255 as is, clipped", np.array([[[-7, 3, 255, 4000]]], np.int64), capture_image, {}, [0, 3, 255, 255]),
+    ("uint16 clipped", np.array([[[1, 256, 300, 0]]], np.uint16), capture_image, {}, [1, 255, 255, 0]),
+    ("bool", np.array([[[True, False, True, False]]]), capture_image, {}, [255, 0, 255, 0]),
+    ("float16", np.array([[[0.0, 0.25, 0.75, 1.0]]], np.float16), capture_image, {}, [0, 64, 191, 255]),
+    ("nested list", [[[0.0, 1.0, 0.5, 2.0]]], capture_image, {}, [0, 255, 128, 255]),
+]
+
+
+@pytest.mark.parametrize("name,x,fn,kwargs,expected", BAD, ids=[b[0] for b in BAD])
+def test_bad_and_odd_inputs(tmp_path, name, x, fn, kwargs, expected):
+    if isinstance(expected, tuple):
+        exc, words = expected
+        with pytest.raises(exc) as info:
+            fn(x, **kwargs)
+        assert type(info.value) is exc
+        for word in words:
+            assert word in str(info.value)
+    else:
+        px = roundtrip(tmp_path, fn(x, **kwargs))
+        np.testing.assert_array_equal(px.ravel(), np.array(expected, np.uint8))

@@ -1,0 +1,131 @@
+"""PR curves: TensorBoard's pr_curve algorithm, read back through TensorBoard."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from tensorboard.compat.proto import summary_pb2
+from tensorboard.plugins.pr_curve import metadata as pr_metadata
+from tensorboard.util import tensor_util
+
+from readback import plugin_name, tags, tensor_events, write_values
+
+from gluon_tb.writer._pr_curve import build_pr_curve, capture_pr_curve
+
+
+def tb_expected(labels, predictions, num_thresholds, weights=None):
+    """``tensorboard.plugins.pr_curve.summary.pb``'s numpy computation, line for line.
+
+    ``pb`` itself imports TensorFlow (not installed) only to wrap the result.
+    """
+    if weights is None:
+        weights = 1.0
+    bucket_indices = np.int32(np.floor(predictions * (num_thresholds - 1)))
+    float_labels = labels.astype(float)
+    histogram_range = (0, num_thresholds - 1)
+    tp_buckets, _ = np.histogram(bucket_indices, bins=num_thresholds, range=histogram_range,
+                                 weights=float_labels * weights)
+    fp_buckets, _ = np.histogram(bucket_indices, bins=num_thresholds, range=histogram_range,
+                                 weights=(1.0 - float_labels) * weights)
+    tp = np.cumsum(tp_buckets[::-1])[::-1]
+    fp = np.cumsum(fp_buckets[::-1])[::-1]
+    tn = fp[0] - fp
+    fn = tp[0] - tp
+    precision = tp / np.maximum(1e-7, tp + fp)
+    recall = tp / np.maximum(1e-7, tp + fn)
+    return np.float32(np.stack((tp, fp, tn, fn, precision, recall)))
+
+
+def value(labels, predictions, num_thresholds=127, weights=None, tag="pr"):
+    payload = capture_pr_curve(labels, predictions, num_thresholds, weights)
+    return summary_pb2.Summary.Value.FromString(build_pr_curve(tag, payload))
+
+
+@pytest.mark.parametrize("n", [2, 3, 11, 127, 201])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_matches_tensorboard_algorithm(n, weighted):
+    rng = np.random.default_rng(n)
+    labels = rng.random(3000) < 0.4
+    predictions = rng.random(3000).astype(np.float32)
+    predictions[:20] = np.linspace(0, 1, 20, dtype=np.float32)  # include both ends and grid points
+    predictions[20:20 + n] = np.arange(n, dtype=np.float32) / np.float32(n - 1)
+    weights = rng.random(3000).astype(np.float32) if weighted else None
+    v = value(labels, predictions, n, weights)
+    got = tensor_util.make_ndarray(v.tensor)
+    assert got.dtype == np.float32 and got.shape == (6, n)
+    np.testing.assert_array_equal(got, tb_expected(labels, predictions, n, weights))
+
+
+def test_metadata_is_pr_curve_plugin_data():
+    v = value(np.array([1, 0, 1]), np.array([0.9, 0.2, 0.4]), num_thresholds=33, tag="m")
+    assert v.metadata.plugin_data.plugin_name == "pr_curves"
+    assert v.metadata.display_name == "m"
+    content = pr_metadata.parse_plugin_metadata(v.metadata.plugin_data.content)
+    assert (content.version, content.num_thresholds) == (0, 33)
+
+
+def test_scalar_weight_and_shapes():
+    labels = np.array([[True, False], [True, True]])
+    preds = np.array([[0.8, 0.3], [0.1, 1.0]])
+    got = tensor_util.make_ndarray(value(labels, preds, 5, 2.0).tensor)
+    np.testing.assert_array_equal(got, tb_expected(labels.ravel(), preds.ravel(), 5, 2.0))
+
+
+def test_readback(tmp_path):
+    rng = np.random.default_rng(0)
+    labels, preds = rng.random(500) < 0.5, rng.random(500)
+    write_values(str(tmp_path), [(s, build_pr_curve("curve", capture_pr_curve(labels, preds)))
+                                 for s in (0, 1)])
+    assert tags(str(tmp_path)) == {(".", "curve")}
+    assert plugin_name(str(tmp_path), ".", "curve") == "pr_curves"
+    events = tensor_events(str(tmp_path), ".", "curve")
+    assert [e.step for e in events] == [0, 1]
+    np.testing.assert_array_equal(tensor_util.make_ndarray(events[0].tensor_proto),
+                                  tb_expected(labels, preds, 127))
+
+
+def test_caller_copy_is_private():
+    labels, preds = np.array([1, 0]), np.array([0.7, 0.2])
+    p = capture_pr_curve(labels, preds, 3)
+    preds[:] = 0.0
+    np.testing.assert_array_equal(
+        tensor_util.make_ndarray(summary_pb2.Summary.Value.FromString(
+            build_pr_curve("p", p)).tensor),
+        tb_expected(np.array([1, 0]), np.array([0.7, 0.2]), 3))
+
+
+@pytest.mark.parametrize("kwargs,exc,words", [
+    (dict(labels=[1, 0], predictions=[0.5]), ValueError, "same number of elements"),
+    (dict(labels=[1, 0], predictions=[0.5, 1.5]), ValueError, "predictions must be in"),
+    (dict(labels=[1, 0], predictions=[0.5, np.nan]), ValueError, "predictions must be in"),
+    (dict(labels=[1, 0], predictions=[0.5, -0.1]), ValueError, "predictions"),
+    (dict(labels=[1, 2], predictions=[0.5, 0.1]), ValueError, "labels must be bool or 0/1"),
+    (dict(labels=["a", "b"], predictions=[0.5, 0.1]), TypeError, "labels"),
+    (dict(labels=[1, 0], predictions=[1, 0]), TypeError, "predictions must be a float"),
+    (dict(labels=[1, 0], predictions=[0.5, 0.1], num_thresholds=1), ValueError, "num_thresholds"),
+    (dict(labels=[1, 0], predictions=[0.5, 0.1], num_thresholds=2.0), TypeError, "num_thresholds"),
+    (dict(labels=[1, 0], predictions=[0.5, 0.1], num_thresholds=True), TypeError, "num_thresholds"),
+    (dict(labels=[1, 0], predictions=[0.5, 0.1], weights=[1.0]), ValueError, "weights"),
+    (dict(labels=[1, 0], predictions=[0.5, 0.1], weights="x"), TypeError, "weights"),
+    (dict(labels=None, predictions=[0.5, 0.1]), TypeError, "labels"),
+    (dict(labels=[], predictions=[]), ValueError, "predictions must be non-empty"),
+])
+def test_validation(kwargs, exc, words):
+    with pytest.raises(exc, match=words):
+        capture_pr_curve(**kwargs)
+
+
+mx = pytest.importorskip("mxnet")
+
+
+def test_ndarray_inputs_and_worker_side_checks():
+    rng = np.random.default_rng(5)
+    labels, preds = (rng.random(400) < 0.3).astype(np.float32), rng.random(400).astype(np.float32)
+    nd_labels, nd_preds = mx.nd.array(labels), mx.nd.array(preds)
+    payload = capture_pr_curve(nd_labels, nd_preds, 50, weights=mx.nd.ones((400,)))
+    nd_preds[:] = 0  # after the queued copy
+    got = tensor_util.make_ndarray(summary_pb2.Summary.Value.FromString(
+        build_pr_curve("nd", payload)).tensor)
+    np.testing.assert_array_equal(got, tb_expected(labels, preds, 50, np.ones(400, np.float32)))
+    bad = capture_pr_curve(mx.nd.array([1, 0]), mx.nd.array([0.5, 2.0]), 5)
+    with pytest.raises(ValueError, match="predictions must be in"):
+        build_pr_curve("bad", bad)
