@@ -1,0 +1,284 @@
+"""What the training adapters share: argument checks, run writers, naming, the error policy.
+
+The adapters (``_estimator.py``, ``_module.py``) only decide *what* to log and *when*;
+everything that touches a :class:`~gluon_tb.writer.SummaryWriter` goes through
+:meth:`RunWriters.write`, which opens one writer per run directory lazily (so no
+empty event files appear) and applies the ``on_error`` policy.
+
+Nothing here has "metric" in an attribute name: the Gluon estimator rejects
+handlers with such attributes unless they hold one of its metric objects.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import re
+import warnings
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, Union
+
+from ..writer import SummaryWriter
+from ..writer._convert import describe
+
+TRAIN = "train"
+VALIDATION = "validation"
+ON_ERROR = ("raise", "warn")
+
+logger = logging.getLogger("gluon_tb.handlers")
+
+ParamFilter = Union[None, str, Callable[[str], bool]]
+
+
+# ---------------------------------------------------------------- argument checks
+def check_logdir(logdir: Any) -> str:
+    if not isinstance(logdir, (str, os.PathLike)):
+        raise TypeError(f"logdir must be a str or os.PathLike, got {describe(logdir)}")
+    path = os.fspath(logdir)
+    if not path:
+        raise ValueError("logdir must be a non-empty path, got ''")
+    return path
+
+
+def check_choice(value: Any, name: str, choices: Tuple[str, ...]) -> str:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got {describe(value)}")
+    return value
+
+
+def check_bool(value: Any, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {describe(value)}")
+    return value
+
+
+def check_positive_int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be a positive int, got {describe(value)}")
+    if value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value}")
+    return value
+
+
+def check_positive_number(value: Any, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a positive number, got {describe(value)}")
+    if not value > 0:
+        raise ValueError(f"{name} must be a positive number, got {value}")
+    return float(value)
+
+
+def param_selector(value: ParamFilter, name: str = "params") -> Callable[[str], bool]:
+    """``None`` (all), a regular expression (``re.search`` on the name) or ``callable(name) -> bool``."""
+    if value is None:
+        return lambda _name: True
+    if isinstance(value, str):
+        try:
+            pattern = re.compile(value)
+        except re.error as e:
+            raise ValueError(f"{name} must be a valid regular expression, got {value!r}: {e}") from None
+        return lambda n: pattern.search(n) is not None
+    if callable(value):
+        return lambda n: bool(value(n))
+    raise TypeError(f"{name} must be None, a regular expression str or a callable(name) -> bool, "
+                    f"got {describe(value)}")
+
+
+def check_hparams(value: Any) -> Optional[Dict[str, Any]]:
+    if value is None:
+        return None
+    from ..writer._hparams import check_hparams as _check
+
+    if not isinstance(value, Mapping):
+        raise TypeError(f"hparams must be a mapping of name to str/bool/int/float, got {describe(value)}")
+    return _check(value)
+
+
+# ---------------------------------------------------------------- naming
+_PREFIX = re.compile(r"^(training|validation)[\s_]+", re.IGNORECASE)
+
+
+@functools.lru_cache(maxsize=256)
+def tag_of(name: Any) -> str:
+    """An MXNet metric name as a tag suffix: ``"training accuracy"`` -> ``"accuracy"``."""
+    s = _PREFIX.sub("", str(name).strip()).lower()
+    s = re.sub(r"\s+", "_", s)
+    s = re.sub(r"[^\w.\-/]", "_", s)
+    return s or "metric"
+
+
+def is_loss(m: Any) -> bool:
+    from mxnet.metric import Loss
+
+    return isinstance(m, Loss)
+
+
+def scores(ms: Iterable[Any], use_global: bool = False, *,
+           skip_loss: bool = False) -> List[Tuple[str, float]]:
+    """``[(tag suffix, value)]`` of MXNet metrics, already host floats after their update.
+
+    The first :class:`mxnet.metric.Loss` among them is named ``loss`` (the estimator
+    names it after the loss block, e.g. ``"training softmaxcrossentropyloss"``);
+    ``skip_loss`` leaves it out. ``use_global`` reads the epoch-wide values that
+    ``reset_local()`` (``Speedometer(auto_reset=True)``) does not clear.
+    """
+    out: List[Tuple[str, float]] = []
+    seen = set()
+    loss_done = False
+    for m in ms:
+        pairs = m.get_global_name_value() if use_global else m.get_name_value()
+        if not loss_done and is_loss(m) and len(pairs) == 1:
+            loss_done = True
+            if not skip_loss:
+                out.append(("loss", pairs[0][1]))
+                seen.add("loss")
+            continue
+        for n, v in pairs:
+            tag = base = tag_of(n)
+            i = 2
+            while tag in seen:
+                tag, i = f"{base}_{i}", i + 1
+            seen.add(tag)
+            out.append((tag, v))
+    return out
+
+
+# ---------------------------------------------------------------- writers and errors
+class RunWriters:
+    """One lazily opened :class:`SummaryWriter` per run directory, and the error policy.
+
+    ``on_error="raise"`` lets a writer error propagate (it stops training);
+    ``"warn"`` issues one ``RuntimeWarning`` for the first error, counts the rest and
+    lets training go on.
+    """
+
+    def __init__(self, logdir: str, on_error: str, flush_secs: float) -> None:
+        self.logdir = logdir
+        self.on_error = on_error
+        self.flush_secs = flush_secs
+        self.errors = 0
+        self._open: Dict[str, SummaryWriter] = {}
+        self._told: set = set()
+
+    def writer(self, run: str) -> SummaryWriter:
+        w = self._open.get(run)
+        if w is None:
+            w = self._open[run] = SummaryWriter(os.path.join(self.logdir, run),
+                                                flush_secs=self.flush_secs)
+        return w
+
+    def write(self, run: str, method: str, *args: Any, **kwargs: Any) -> bool:
+        """Call ``SummaryWriter.<method>`` of ``run``; False when it failed under ``"warn"``."""
+        try:
+            getattr(self.writer(run), method)(*args, **kwargs)
+            return True
+        except Exception as e:  # noqa: BLE001 - the policy decides
+            self.failed(e)
+            return False
+
+    def failed(self, e: BaseException) -> None:
+        self.errors += 1
+        if self.on_error == "raise":
+            raise e
+        if self.errors == 1:
+            warnings.warn(f"gluon_tb: writing to {self.logdir} failed ({type(e).__name__}: {e}); "
+                          "training goes on (on_error='warn'), later writer errors are only counted",
+                          RuntimeWarning, stacklevel=4)
+
+    def say_once(self, key: str, msg: str, level: int = logging.INFO) -> None:
+        if key not in self._told:
+            self._told.add(key)
+            logger.log(level, msg)
+
+    def flush(self) -> None:
+        for w in list(self._open.values()):
+            try:
+                w.flush()
+            except Exception as e:  # noqa: BLE001
+                self.failed(e)
+
+    def close(self) -> None:
+        """Close every writer; the next write opens new event files."""
+        writers, self._open = list(self._open.values()), {}
+        for w in writers:
+            try:
+                w.close()
+            except Exception as e:  # noqa: BLE001
+                self.failed(e)
+        if self.errors > 1 and self.on_error == "warn":
+            logger.warning("gluon_tb: %d writer errors in %s were ignored (on_error='warn')",
+                           self.errors, self.logdir)
+
+
+# ---------------------------------------------------------------- hooks and array helpers
+class Wrap:
+    """Shadows methods of one object instance with ``hook(); original(...)``; removable."""
+
+    def __init__(self, obj: Any, names: Tuple[str, ...], hook: Callable[[], None]) -> None:
+        self.obj, self.active, self._mine, self._saved = obj, True, {}, {}
+        for name in names:
+            if name in obj.__dict__:
+                self._saved[name] = obj.__dict__[name]
+            inner = getattr(obj, name)
+
+            def wrapped(*args: Any, _inner: Any = inner, **kwargs: Any) -> Any:
+                if self.active:
+                    hook()
+                return _inner(*args, **kwargs)
+
+            setattr(obj, name, wrapped)
+            self._mine[name] = wrapped
+
+    def remove(self) -> None:
+        self.active = False
+        for name, fn in self._mine.items():
+            if self.obj.__dict__.get(name) is fn:  # nobody wrapped on top of us
+                if name in self._saved:
+                    setattr(self.obj, name, self._saved[name])
+                else:
+                    delattr(self.obj, name)
+
+
+def wrap(obj: Any, names: Tuple[str, ...], hook: Callable[[], None]) -> Optional[Wrap]:
+    try:
+        return Wrap(obj, names, hook)
+    except (AttributeError, TypeError):  # __slots__ or a read-only object
+        return None
+
+
+def batch_gradient(p: Any) -> Any:
+    """The gradient of the whole batch: the sum over devices (what the kvstore reduces)."""
+    gs = p.list_grad()
+    g = gs[0]
+    for other in gs[1:]:
+        g = g + other.as_in_context(gs[0].context)
+    return g.tostype("default") if getattr(g, "stype", "default") != "default" else g
+
+
+def loss_total(losses: List[Any]) -> Tuple[Any, int]:
+    """Sum over all elements of the per-device losses (an NDArray, no host sync) and their count."""
+    ctx = losses[0].context
+    total = losses[0].sum()
+    for l in losses[1:]:
+        total = total + l.sum().as_in_context(ctx)
+    return total, sum(int(l.size) for l in losses)
+
+
+def loss_mean(losses: List[Any]) -> Any:
+    """Mean over all elements of the per-device losses, as an NDArray (no host sync)."""
+    if len(losses) == 1:
+        return losses[0].mean()
+    total, count = loss_total(losses)
+    return total / float(count)
+
+
+def for_display(x: Any) -> Any:
+    """Floats scaled to [0, 1] by the batch's min and max (asynchronous for NDArrays)."""
+    import numpy as np
+
+    if np.dtype(x.dtype).kind != "f":
+        return x
+    if isinstance(x, np.ndarray):
+        lo, hi = x.min(), x.max()
+        return (x - lo) / max(float(hi - lo), 1e-12)
+    lo, hi = x.min(), x.max()
+    return (x - lo) / (hi - lo + 1e-12)

@@ -1,0 +1,331 @@
+"""``TensorBoardHandler``: one line in ``Estimator.fit`` puts the training in TensorBoard.
+
+The priority problem, and how it is solved
+------------------------------------------
+MXNet runs the ``batch_end`` of every handler in ascending ``priority``: the optimizer
+step (``GradientUpdateHandler``, -2000), then the metrics and validation (-1000), then the
+rest. Fresh metric values exist only above -1000, the batch's own gradients only below
+-2000, and a handler has one priority. The estimator builds its handler lists before
+``train_begin``, so nothing can be added to them from there.
+
+So the handler runs late (:attr:`TensorBoardHandler.priority` = 1000, after metrics,
+validation, checkpointing and early stopping, before MXNet's ``LoggingHandler``) and, at
+``train_begin``, hooks the trainer instead of the handler list: ``trainer.step`` and
+``trainer.allreduce_grads`` are shadowed on that trainer *instance* by thin wrappers that
+first hand the gradients to the writer (when the histogram schedule is due), then call
+the original. That is the one moment at which the gradients are exactly what the batch
+produced, for any update handler or batch processor that uses the trainer, with any
+number of devices, and before a distributed kvstore overwrites the buffers with pulled
+weights. ``train_end`` removes the wrappers. The same way, ``batch_processor.evaluate_batch``
+is wrapped to count validation batches, so validation values are logged exactly for the
+epochs in which the estimator validated.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+
+from mxnet.gluon.contrib.estimator.event_handler import BatchEnd, EpochBegin, EpochEnd, TrainBegin, TrainEnd
+
+from ._base import (ON_ERROR, TRAIN, VALIDATION, ParamFilter, RunWriters, Wrap, batch_gradient, check_bool, check_choice,
+                    check_hparams, check_logdir, check_positive_int, check_positive_number,
+                    for_display, is_loss, loss_mean, loss_total, param_selector,
+                    scores, wrap)
+from ._schedule import Period, schedule
+
+__all__ = ["TensorBoardHandler"]
+
+
+class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
+    """Logs a Gluon ``Estimator.fit`` to TensorBoard, in Keras's layout.
+
+    Example::
+
+        from gluon_tb.handlers import TensorBoardHandler
+        est.fit(train_data, val_data=val_data, epochs=5,
+                event_handlers=[TensorBoardHandler("logs/run1")])
+        # then: tensorboard --logdir logs
+
+    Run ``<logdir>/train``: ``batch_loss`` (mean loss of the batch) and ``batch_<metric>``
+    (the estimator's running epoch value) every ``batch_period`` batches; ``epoch_loss`` (the
+    estimator's loss metric, or the mean of the epoch's batch losses when it has none),
+    ``epoch_<metric>``, ``epoch_learning_rate``, ``epoch_samples_per_second``; histograms
+    ``gradients/<param>`` (the batch's gradient, summed over devices, read before the
+    optimizer step) and ``weights/<param>`` (after that batch's update) on the
+    ``histogram_period`` schedule; the graph of a hybridized net once, after the first
+    batch; ``first_batch``, the first inputs of every epoch as one image grid. Run
+    ``<logdir>/validation``: ``epoch_loss`` and ``epoch_<metric>``, the estimator's own
+    values. Metric names lose their ``training``/``validation`` prefix, are lower-cased and
+    use ``_`` for spaces. Batch-level steps are the global batch index from 0 across
+    epochs; epoch-level steps the epoch index from 0. Steps go on if the same handler is
+    passed to a second ``fit``.
+
+    Args:
+        logdir: the log directory; run directories are created in it on first write.
+        batch_period: log ``batch_*`` every this many batches; ``None``: never.
+        histogram_period: ``"epoch"`` (default): on the last batch of every epoch;
+            an int ``k``: on global batches ``0, k, 2k, ...``; ``None``: no histograms.
+            Until the first epoch has ended its length is unknown, so during it the
+            gradients are copied on the device after every batch (asynchronously) and the
+            last copy is logged at the epoch's end; with ``fit(batches=n)`` batch
+            ``n - 1`` also counts as a last batch.
+        params: which parameters get histograms: ``None`` (all with a gradient), a
+            regular expression searched in the parameter name, or ``callable(name)``.
+        images: log ``first_batch`` when the inputs look like images (N×C×H×W with 1 or 3
+            channels, or N×H×W; floats are scaled by the batch's min and max).
+        max_images: at most this many images in ``first_batch``.
+        graph: log the graph of the network (hybridized nets only; others are skipped
+            with one log message).
+        hparams: hyperparameters to log at the end of training with the final values
+            (``hparams/<run>/epoch_<metric>``) for TensorBoard's HParams dashboard.
+        on_error: ``"raise"``: a writer error stops training; ``"warn"``: one warning,
+            training goes on.
+        flush_secs: the most seconds an event waits in memory before it is written.
+    """
+
+    #: After ``MetricHandler``/``ValidationHandler`` (-1000) and user handlers (0),
+    #: before MXNet's ``LoggingHandler`` (inf). Gradients are taken from the trainer hook.
+    priority = 1000
+
+    def __init__(self, logdir: Union[str, "os.PathLike[str]"], *, batch_period: Optional[int] = 1,
+                 histogram_period: Period = "epoch", params: ParamFilter = None,
+                 images: bool = True, max_images: int = 16, graph: bool = True,
+                 hparams: Optional[Mapping[str, Any]] = None, on_error: str = "raise",
+                 flush_secs: float = 2.0) -> None:
+        self._out = RunWriters(check_logdir(logdir), check_choice(on_error, "on_error", ON_ERROR),
+                               check_positive_number(flush_secs, "flush_secs"))
+        self._every = schedule(batch_period, "batch_period")
+        self._hist = schedule(histogram_period, "histogram_period", allow_epoch=True)
+        self._want = param_selector(params)
+        self._images = check_bool(images, "images")
+        self._max_images = check_positive_int(max_images, "max_images")
+        self._graph = check_bool(graph, "graph")
+        self._hparams = check_hparams(hparams)
+        self._step = 0  # global index of the batch being processed
+        self._epoch = 0
+        self._graph_done = False
+        self._in_epoch = 0
+        self._epoch_len: Optional[int] = None
+        self._fit_first = 0
+        self._taps: List[Wrap] = []
+        self._chosen: Optional[List[Tuple[str, Any]]] = None
+        self._grads_at = -1  # batch whose gradients were taken (or stashed)
+        self._hist_done = False
+        self._stash: Dict[str, Any] = {}
+        self._stash_at = -1
+        self._val_batches = 0
+        self._val_seen: Any = None
+        self._val_hooked = False
+        self._est: Any = None
+        self._final: Dict[str, float] = {}
+        self._t0 = time.perf_counter()
+        self._samples = 0
+        self._own_loss: Any = None
+        self._own_count = 0
+
+    @property
+    def logdir(self) -> str:
+        """The log directory (runs ``train`` and ``validation`` are inside it)."""
+        return self._out.logdir
+
+    # ------------------------------------------------------------ events
+    def train_begin(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
+        self._remove_taps()
+        self._est = estimator
+        self._fit_first = self._step
+        self._in_epoch, self._epoch_len, self._chosen = 0, None, None
+        self._val_seen, self._final = self._val_batches, {}
+        if not self._hist.never:
+            tap = wrap(estimator.trainer, ("step", "allreduce_grads"), self._before_update)
+            if tap is None:
+                self._out.say_once("tap", "gluon_tb: cannot hook the trainer; gradients are not logged",
+                                   logging.WARNING)
+            else:
+                self._taps.append(tap)
+        val = wrap(estimator.batch_processor, ("evaluate_batch",), self._count_validation)
+        self._val_hooked = val is not None
+        if val is not None:
+            self._taps.append(val)
+        else:
+            self._val_seen = None
+
+    def epoch_begin(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
+        self._in_epoch, self._samples, self._hist_done = 0, 0, False
+        has_loss = any(is_loss(m) for m in estimator.train_metrics)
+        self._own_loss, self._own_count = (None if has_loss else 0), 0
+        self._t0 = time.perf_counter()
+
+    def batch_end(self, estimator: Any, *args: Any, **kwargs: Any) -> bool:
+        k = self._step
+        loss, batch = kwargs.get("loss"), kwargs.get("batch")
+        losses = loss if isinstance(loss, (list, tuple)) else ([] if loss is None else [loss])
+        if losses:
+            self._samples += sum(int(l.shape[0]) if l.shape else 1 for l in losses)
+        elif isinstance(batch, (list, tuple)) and batch and hasattr(batch[0], "shape"):
+            self._samples += int(batch[0].shape[0])
+        if losses and self._own_loss is not None:  # the estimator has no loss metric
+            total, count = loss_total(losses)
+            self._own_loss = total if self._own_loss == 0 else self._own_loss + total
+            self._own_count += count
+        if self._every.due(k):
+            if losses:
+                self._out.write(TRAIN, "add_scalar", "batch_loss", loss_mean(losses), k)
+            for tag, v in scores(estimator.train_metrics, skip_loss=bool(losses)):
+                self._out.write(TRAIN, "add_scalar", f"batch_{tag}", v, k)
+        if self._in_epoch == 0 and self._images:
+            self._first_batch(batch)
+        if not self._graph_done:
+            self._add_graph(estimator.net)
+        if self._hist.every is not None and self._hist.due(k) or self._grads_at == k and self._hist_done:
+            if self._grads_at != k:
+                self._out.say_once("no-step", "gluon_tb: trainer.step was not called; gradient "
+                                   "histograms are not logged", logging.WARNING)
+            self._add_histograms("weights", self._weights(), k)
+        self._step += 1
+        self._in_epoch += 1
+        return False
+
+    def epoch_end(self, estimator: Any, *args: Any, **kwargs: Any) -> bool:
+        e, last = self._epoch, self._step - 1
+        pairs = scores(estimator.train_metrics)
+        if self._own_count:
+            pairs.insert(0, ("loss", self._own_loss / float(self._own_count)))
+        self._epoch_scores(TRAIN, pairs, e)
+        self._out.write(TRAIN, "add_scalar", "epoch_learning_rate", estimator.trainer.learning_rate, e)
+        dt = time.perf_counter() - self._t0
+        if dt > 0 and self._in_epoch:
+            self._out.write(TRAIN, "add_scalar", "epoch_samples_per_second", self._samples / dt, e)
+        self._add_validation(estimator.val_metrics, e)
+        if self._hist.per_epoch:
+            if not self._hist_done and self._stash_at == last and self._in_epoch:
+                self._add_histograms("gradients", list(self._stash.items()), last)
+                self._add_histograms("weights", self._weights(), last)
+            if not self._cut_by_max_batch():
+                self._epoch_len = self._in_epoch
+            self._stash, self._stash_at = {}, -1
+        self._epoch += 1
+        return False
+
+    def train_end(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
+        self._remove_taps()
+        if self._hparams is not None:
+            final = {k: float(v) for k, v in self._final.items()}
+            self._out.write(TRAIN, "add_hparams", self._hparams, final, max(self._epoch - 1, 0))
+        self._out.close()
+
+    # ------------------------------------------------------------ hooks
+    def _before_update(self) -> None:
+        """Runs inside ``trainer.step``/``allreduce_grads``, before anything changes the gradients."""
+        k = self._step
+        if self._grads_at == k:
+            return
+        if self._hist.every is not None:
+            if self._hist.due(k):
+                self._grads_at = k
+                self._add_histograms("gradients", self._gradients(), k)
+            return
+        fit_k = k - self._fit_first
+        max_batch = getattr(self._est, "max_batch", None)
+        if (self._epoch_len is not None and self._in_epoch == self._epoch_len - 1) or \
+                (max_batch and fit_k == max_batch - 1):
+            self._grads_at, self._hist_done = k, True
+            self._add_histograms("gradients", self._gradients(), k)
+        elif self._epoch_len is None:  # unknown length: keep a device copy of every batch's
+            self._grads_at = self._stash_at = k
+            for name, g in self._gradients():
+                buf = self._stash.get(name)
+                if buf is None or buf.shape != g.shape or buf.context != g.context:
+                    self._stash[name] = g.copy()
+                else:
+                    g.copyto(buf)
+
+    def _count_validation(self) -> None:
+        self._val_batches += 1
+
+    def _remove_taps(self) -> None:
+        for tap in self._taps:
+            tap.remove()
+        self._taps = []
+
+    # ------------------------------------------------------------ pieces
+    def _cut_by_max_batch(self) -> bool:
+        max_batch = getattr(self._est, "max_batch", None)
+        return bool(max_batch) and self._step - self._fit_first >= max_batch
+
+    def _selected(self) -> List[Tuple[str, Any]]:
+        if self._chosen is None:
+            chosen = []
+            for name, p in self._est.net.collect_params().items():
+                if p.grad_req == "null" or not self._want(name):
+                    continue
+                try:
+                    p.list_ctx()
+                except RuntimeError:  # never initialized (unused parameter)
+                    continue
+                chosen.append((name, p))
+            self._chosen = chosen
+        return self._chosen
+
+    def _gradients(self) -> List[Tuple[str, Any]]:
+        return [(name, batch_gradient(p)) for name, p in self._selected()]
+
+    def _weights(self) -> List[Tuple[str, Any]]:
+        return [(name, p.list_data()[0]) for name, p in self._selected()]
+
+    def _add_histograms(self, kind: str, arrays: List[Tuple[str, Any]], step: int) -> None:
+        for name, arr in arrays:
+            self._out.write(TRAIN, "add_histogram", f"{kind}/{name}", arr, step)
+
+    def _epoch_scores(self, run: str, pairs: List[Tuple[str, float]], epoch: int) -> None:
+        for tag, v in pairs:
+            self._final[f"hparams/{run}/epoch_{tag}"] = v
+            self._out.write(run, "add_scalar", f"epoch_{tag}", v, epoch)
+
+    def _add_validation(self, ms: List[Any], epoch: int) -> None:
+        if self._val_hooked:
+            fresh = self._val_batches != self._val_seen
+            self._val_seen = self._val_batches
+        else:  # no hook: new values mean a new validation
+            snap = tuple(tuple(m.get_name_value()) for m in ms)
+            fresh, self._val_seen = snap != self._val_seen, snap
+        if not fresh:
+            return
+        pairs = scores(ms)
+        if all(v != v for _, v in pairs):  # all NaN: nothing was evaluated
+            return
+        self._epoch_scores(VALIDATION, pairs, epoch)
+
+    def _first_batch(self, batch: Any) -> None:
+        if not (isinstance(batch, (list, tuple)) and len(batch) == 2):
+            self._out.say_once("pairs", "gluon_tb: training batches are not [data, label] pairs; "
+                               "first_batch images are not logged", logging.WARNING)
+            return
+        x = batch[0]
+        shape = tuple(getattr(x, "shape", ()))
+        if len(shape) == 4 and shape[1] in (1, 3):
+            fmt = "NCHW"
+        elif len(shape) == 3:
+            fmt = "NHW"
+        else:
+            self._out.say_once("not-images", f"gluon_tb: inputs of shape {shape} do not look like "
+                               "images; first_batch is not logged")
+            return
+        x = for_display(x[: self._max_images])
+        self._out.write(TRAIN, "add_images", "first_batch", x, self._epoch, dataformats=fmt)
+
+    def _add_graph(self, net: Any) -> None:
+        self._graph_done = True
+        if not self._graph:
+            return
+        if not getattr(net, "_cached_graph", None):
+            self._out.say_once("graph", "gluon_tb: the graph is not logged: the net is not a "
+                               "hybridized HybridBlock (call net.hybridize() before fit)")
+            return
+        try:
+            self._out.writer(TRAIN).add_graph(net)
+        except (TypeError, ValueError) as e:
+            self._out.say_once("graph", f"gluon_tb: the graph is not logged: {e}")
+        except Exception as e:  # noqa: BLE001 - the error policy decides
+            self._out.failed(e)

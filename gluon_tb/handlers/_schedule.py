@@ -1,0 +1,47 @@
+"""When a handler logs: small, validated schedule values.
+
+A schedule is one of
+
+* ``None``: never;
+* a positive ``int`` ``k``: every ``k`` batches, on the global batch indices
+  ``0, k, 2k, ...`` (counted from 0 across epochs);
+* ``"epoch"``: once per epoch, on its last batch.
+"""
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Optional, Union
+
+from ..writer._convert import describe
+
+EPOCH = "epoch"
+
+Period = Union[int, str, None]
+
+
+class Schedule(NamedTuple):
+    """A checked schedule. ``every`` is a batch period, or ``None`` with ``per_epoch``/never."""
+
+    every: Optional[int]
+    per_epoch: bool
+
+    @property
+    def never(self) -> bool:
+        return self.every is None and not self.per_epoch
+
+    def due(self, step: int) -> bool:
+        """True when a batch-period schedule fires at global batch index ``step``."""
+        return self.every is not None and step % self.every == 0
+
+
+def schedule(value: Any, name: str, *, allow_epoch: bool = False) -> Schedule:
+    """Validate ``value`` (argument ``name``) and return its :class:`Schedule`."""
+    if value is None:
+        return Schedule(None, False)
+    if allow_epoch and isinstance(value, str) and value == EPOCH:
+        return Schedule(None, True)
+    if isinstance(value, bool) or not isinstance(value, int):
+        expected = "a positive int, 'epoch' or None" if allow_epoch else "a positive int or None"
+        raise TypeError(f"{name} must be {expected}, got {describe(value)}")
+    if value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value}")
+    return Schedule(value, False)
