@@ -15,7 +15,7 @@ from typing import Any, Iterable, List, Mapping, Optional, Union
 import numpy as np
 
 from . import _lifecycle, _proto
-from ._convert import check_step, check_tag, check_walltime, describe, is_ndarray
+from ._convert import MAX_TAG_LEN, check_step, check_tag, check_walltime, describe, is_ndarray
 from ._pipeline import ACTION, DEFAULT_MAX_QUEUE_BYTES, FLUSH, SCALAR, STOP, SUMMARY, Pipeline
 from ._pipeline import WriterClosedError
 from ._runs import check_run_name, payload_nbytes
@@ -142,7 +142,7 @@ class SummaryWriter:
         """
         if self._closed or self._p.error is not None:
             self._check()
-        if type(tag) is not str or not tag:
+        if type(tag) is not str or not tag or len(tag) > MAX_TAG_LEN:
             tag = check_tag(tag)
         t = type(value)
         if t is not float:

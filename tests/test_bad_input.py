@@ -1,0 +1,110 @@
+"""Bad input, row by row: accepted with a documented result, or rejected with an error that
+names the argument. After every row the writer still works and nothing logged is lost."""
+import math
+
+import numpy as np
+import pytest
+from tensorboard.util import tensor_util
+
+import readback
+from gluon_tb import SummaryWriter
+
+ACCEPT, REJECT = "accept", "reject"
+BIG = 10 * 1024 * 1024
+
+# (id, call, outcome, expectation): for REJECT, (exception type, word in the message);
+# for ACCEPT, a check(logdir) of what TensorBoard reads back (or None: only "no error").
+ROWS = [
+    ("scalar-nan", lambda w: w.add_scalar("x", float("nan"), 1), ACCEPT,
+     lambda d: math.isnan(readback.scalars(d, ".", "x")[0][1])),
+    ("scalar-inf", lambda w: w.add_scalar("x", float("inf"), 1), ACCEPT,
+     lambda d: readback.scalars(d, ".", "x") == [(1, math.inf)]),
+    ("scalar-neg-inf", lambda w: w.add_scalar("x", -np.inf, 1), ACCEPT,
+     lambda d: readback.scalars(d, ".", "x") == [(1, -math.inf)]),
+    ("scalar-bool", lambda w: w.add_scalar("x", True, 1), ACCEPT,
+     lambda d: readback.scalars(d, ".", "x") == [(1, 1.0)]),
+    ("scalar-str", lambda w: w.add_scalar("x", "1.0", 1), REJECT, (TypeError, "value")),
+    ("scalar-none", lambda w: w.add_scalar("x", None, 1), REJECT, (TypeError, "value")),
+    ("scalar-list", lambda w: w.add_scalar("x", [1.0, 2.0, 3.0], 1), REJECT, (ValueError, "value")),
+    ("scalar-array", lambda w: w.add_scalar("x", np.array([1.0, 2.0]), 1), REJECT, (ValueError, "value")),
+    ("hist-nan-only", lambda w: w.add_histogram("h", np.full(10, np.nan), 1), ACCEPT,
+     lambda d: _hist(d).shape == (0, 3)),
+    ("hist-inf-only", lambda w: w.add_histogram("h", np.array([np.inf, -np.inf]), 1), ACCEPT,
+     lambda d: _hist(d).shape == (0, 3)),
+    ("hist-mixed-nonfinite", lambda w: w.add_histogram("h", np.array([1.0, np.nan, 2.0, np.inf]), 1),
+     ACCEPT, lambda d: _hist(d)[:, 2].sum() == 2),
+    ("hist-empty", lambda w: w.add_histogram("h", np.array([]), 1), REJECT, (ValueError, "values")),
+    ("hist-int", lambda w: w.add_histogram("h", np.arange(10), 1), ACCEPT,
+     lambda d: _hist(d)[:, 2].sum() == 10),
+    ("hist-float16", lambda w: w.add_histogram("h", np.ones(5, np.float16), 1), ACCEPT,
+     lambda d: _hist(d)[:, 2].sum() == 5),
+    ("hist-0d", lambda w: w.add_histogram("h", np.array(3.0), 1), ACCEPT,
+     lambda d: _hist(d)[:, 2].sum() == 1),
+    ("image-2-channels", lambda w: w.add_image("i", np.zeros((2, 4, 4)), 1, dataformats="CHW"), REJECT,
+     (ValueError, "image")),
+    ("image-2-channels-inferred", lambda w: w.add_image("i", np.zeros((2, 6, 6)), 1), REJECT,
+     (ValueError, "image")),
+    ("image-5-channels", lambda w: w.add_image("i", np.zeros((4, 4, 5)), 1, dataformats="HWC"), REJECT,
+     (ValueError, "image")),
+    ("image-zero-width", lambda w: w.add_image("i", np.zeros((3, 4, 0)), 1), REJECT, (ValueError, "image")),
+    ("image-negative", lambda w: w.add_image("i", -np.ones((1, 2, 2)), 1), ACCEPT,
+     lambda d: _png_pixels(d).max() == 0),
+    ("image-nan", lambda w: w.add_image("i", np.full((1, 2, 2), np.nan), 1), ACCEPT,
+     lambda d: _png_pixels(d).max() == 0),
+    ("image-int64", lambda w: w.add_image("i", np.full((1, 2, 2), 300, np.int64), 1), ACCEPT,
+     lambda d: _png_pixels(d).min() == 255),
+    ("audio-beyond-1", lambda w: w.add_audio("a", np.array([2.0, -3.0, 0.5]), 8000, 1), ACCEPT, None),
+    ("text-huge", lambda w: w.add_text("t", "x" * BIG, 1), ACCEPT,
+     lambda d: len(tensor_util.make_ndarray(readback.tensor_events(d, ".", "t")[0].tensor_proto).item()) == BIG),
+    ("text-not-str", lambda w: w.add_text("t", 42, 1), REJECT, (TypeError, "text")),
+    ("tag-empty", lambda w: w.add_scalar("", 1.0), REJECT, (ValueError, "tag")),
+    ("tag-not-str", lambda w: w.add_scalar(3, 1.0), REJECT, (TypeError, "tag")),
+    ("tag-dotdot", lambda w: w.add_scalar("../../etc", 1.0, 1), ACCEPT,
+     lambda d: readback.scalars(d, ".", "../../etc") == [(1, 1.0)]),
+    ("tag-slash-space-unicode", lambda w: w.add_scalar("a/b c/ü", 1.0, 1), ACCEPT,
+     lambda d: readback.scalars(d, ".", "a/b c/ü") == [(1, 1.0)]),
+    ("tag-10000-chars", lambda w: w.add_scalar("t" * 10000, 1.0), REJECT, (ValueError, "tag")),
+    ("step-negative", lambda w: w.add_scalar("x", 1.0, -1), REJECT, (ValueError, "global_step")),
+    ("step-float", lambda w: w.add_scalar("x", 1.0, 1.5), REJECT, (TypeError, "global_step")),
+    ("step-none", lambda w: w.add_scalar("x", 1.0, None), ACCEPT,
+     lambda d: readback.scalars(d, ".", "x") == [(0, 1.0)]),
+    ("step-numpy-int", lambda w: w.add_scalar("x", 1.0, np.int64(7)), ACCEPT,
+     lambda d: readback.scalars(d, ".", "x") == [(7, 1.0)]),
+    ("embedding-labels-mismatch", lambda w: w.add_embedding("e", np.zeros((3, 2)), labels=["a"]), REJECT,
+     (ValueError, "labels")),
+    ("embedding-images-mismatch", lambda w: w.add_embedding("e", np.zeros((3, 2)), images=np.zeros((2, 1, 4, 4))),
+     REJECT, (ValueError, "images")),
+    ("embedding-1-row", lambda w: w.add_embedding("e", np.ones((1, 2)), labels=["a"]), ACCEPT, None),
+    ("embedding-100000-rows", lambda w: w.add_embedding("e", np.ones((100000, 2))), ACCEPT, None),
+]
+
+
+def _hist(d):
+    return tensor_util.make_ndarray(readback.tensor_events(d, ".", "h")[0].tensor_proto)
+
+
+def _png_pixels(d):
+    import io
+
+    from PIL import Image
+
+    (ev,) = readback.tensor_events(d, ".", "i")
+    return np.asarray(Image.open(io.BytesIO(tensor_util.make_ndarray(ev.tensor_proto)[2])))
+
+
+@pytest.mark.parametrize("rid,call,outcome,expect", ROWS, ids=[r[0] for r in ROWS])
+def test_bad_input_row(tmp_path, rid, call, outcome, expect):
+    d = str(tmp_path)
+    w = SummaryWriter(d)
+    w.add_scalar("sentinel", 1.0, 0)
+    if outcome == REJECT:
+        exc, word = expect
+        with pytest.raises(exc, match=word):
+            call(w)
+    else:
+        call(w)
+    w.add_scalar("sentinel", 2.0, 1)  # the writer still works
+    w.close()
+    assert readback.scalars(d, ".", "sentinel") == [(0, 1.0), (1, 2.0)]  # nothing lost
+    if outcome == ACCEPT and expect is not None:
+        assert expect(d)
