@@ -12,4 +12,5 @@ fi
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[test]"
+bash scripts/install_browser.sh
 exec .venv/bin/python -m pytest -q "$@"

@@ -8,6 +8,8 @@ Both write the Keras layout: runs ``<logdir>/train`` and ``<logdir>/validation``
 They only call :class:`gluon_tb.writer.SummaryWriter`.
 """
 from ._estimator import TensorBoardHandler
+from ._health import GradHealth
 from ._module import TensorBoardCallback
+from ._projector import Embeddings
 
-__all__ = ["TensorBoardHandler", "TensorBoardCallback"]
+__all__ = ["TensorBoardHandler", "TensorBoardCallback", "Embeddings", "GradHealth"]

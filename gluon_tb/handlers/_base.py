@@ -175,6 +175,14 @@ class RunWriters:
             self.failed(e)
             return False
 
+    def apply(self, run: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``fn(writer of run, *args, **kwargs)`` under the error policy (None when it failed)."""
+        try:
+            return fn(self.writer(run), *args, **kwargs)
+        except Exception as e:  # noqa: BLE001 - the policy decides
+            self.failed(e)
+            return None
+
     def failed(self, e: BaseException) -> None:
         self.errors += 1
         if self.on_error == "raise":
@@ -211,9 +219,13 @@ class RunWriters:
 
 # ---------------------------------------------------------------- hooks and array helpers
 class Wrap:
-    """Shadows methods of one object instance with ``hook(); original(...)``; removable."""
+    """Shadows methods of one object instance with ``hook(); original(...)``; removable.
 
-    def __init__(self, obj: Any, names: Tuple[str, ...], hook: Callable[[], None]) -> None:
+    With ``with_args`` the hook receives the call's arguments: ``hook(*args, **kwargs)``.
+    """
+
+    def __init__(self, obj: Any, names: Tuple[str, ...], hook: Callable[..., None],
+                 with_args: bool = False) -> None:
         self.obj, self.active, self._mine, self._saved = obj, True, {}, {}
         for name in names:
             if name in obj.__dict__:
@@ -222,7 +234,7 @@ class Wrap:
 
             def wrapped(*args: Any, _inner: Any = inner, **kwargs: Any) -> Any:
                 if self.active:
-                    hook()
+                    hook(*args, **kwargs) if with_args else hook()
                 return _inner(*args, **kwargs)
 
             setattr(obj, name, wrapped)
@@ -238,9 +250,10 @@ class Wrap:
                     delattr(self.obj, name)
 
 
-def wrap(obj: Any, names: Tuple[str, ...], hook: Callable[[], None]) -> Optional[Wrap]:
+def wrap(obj: Any, names: Tuple[str, ...], hook: Callable[..., None],
+         with_args: bool = False) -> Optional[Wrap]:
     try:
-        return Wrap(obj, names, hook)
+        return Wrap(obj, names, hook, with_args)
     except (AttributeError, TypeError):  # __slots__ or a read-only object
         return None
 

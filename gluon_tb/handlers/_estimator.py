@@ -33,6 +33,9 @@ from ._base import (ON_ERROR, TRAIN, VALIDATION, ParamFilter, RunWriters, Wrap, 
                     check_hparams, check_logdir, check_positive_int, check_positive_number,
                     for_display, is_loss, loss_mean, loss_total, param_selector,
                     scores, wrap)
+from ._filters import ConvFilters, check_conv_filters
+from ._health import GradHealth, HealthMonitor, check_grad_health
+from ._projector import Embeddings, Projector, check_embeddings
 from ._schedule import Period, schedule
 
 __all__ = ["TensorBoardHandler"]
@@ -83,6 +86,14 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
         on_error: ``"raise"``: a writer error stops training; ``"warn"``: one warning,
             training goes on.
         flush_secs: the most seconds an event waits in memory before it is written.
+        conv_filters: ``True`` (the first ``Conv2D``) or a Conv2D's name: log its filters
+            (``conv_filters/<layer>``) and its feature maps for the first input of the first
+            batch (``feature_maps/<layer>``) at every epoch end (see ``_filters.py``).
+        embeddings: a sample count or :class:`Embeddings`: the held-out sample's hidden
+            representation for the projector, with true and predicted labels and sprites.
+        grad_health: ``True`` or :class:`GradHealth`: ``grad_norm/``, ``weight_norm/``,
+            ``update_ratio/`` scalars and non-finite/vanishing/exploding detectors on the
+            ``histogram_period`` schedule (see ``_health.py``).
     """
 
     #: After ``MetricHandler``/``ValidationHandler`` (-1000) and user handlers (0),
@@ -93,7 +104,9 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
                  histogram_period: Period = "epoch", params: ParamFilter = None,
                  images: bool = True, max_images: int = 16, graph: bool = True,
                  hparams: Optional[Mapping[str, Any]] = None, on_error: str = "raise",
-                 flush_secs: float = 2.0) -> None:
+                 flush_secs: float = 2.0, conv_filters: Union[bool, str] = False,
+                 embeddings: Union[None, bool, int, Embeddings] = None,
+                 grad_health: Union[bool, GradHealth] = False) -> None:
         self._out = RunWriters(check_logdir(logdir), check_choice(on_error, "on_error", ON_ERROR),
                                check_positive_number(flush_secs, "flush_secs"))
         self._every = schedule(batch_period, "batch_period")
@@ -124,11 +137,24 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
         self._samples = 0
         self._own_loss: Any = None
         self._own_count = 0
+        filt, emb, health = check_conv_filters(conv_filters), check_embeddings(embeddings), \
+            check_grad_health(grad_health)
+        if health is not None and self._hist.never:
+            raise ValueError("grad_health runs on the histogram schedule: histogram_period must "
+                             "not be None when grad_health is set")
+        self._filters = ConvFilters(filt, self._out) if filt else None
+        self._proj = Projector(emb, self._out) if emb else None
+        self._health = HealthMonitor(health, self._out) if health else None
 
     @property
     def logdir(self) -> str:
         """The log directory (runs ``train`` and ``validation`` are inside it)."""
         return self._out.logdir
+
+    @property
+    def health_events(self) -> Dict[str, int]:
+        """``{detector: batch}`` of the ``grad_health`` detectors that fired (empty without it)."""
+        return dict(self._health.fired) if self._health else {}
 
     # ------------------------------------------------------------ events
     def train_begin(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
@@ -150,6 +176,13 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
             self._taps.append(val)
         else:
             self._val_seen = None
+        if self._filters:
+            self._filters.train_begin(estimator.net)
+        hook = self._proj.train_begin(estimator) if self._proj else None
+        if hook is not None:
+            self._taps.append(hook)
+        if self._health:
+            self._health.stop = False
 
     def epoch_begin(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
         self._in_epoch, self._samples, self._hist_done = 0, 0, False
@@ -183,8 +216,13 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
                 self._out.say_once("no-step", "gluon_tb: trainer.step was not called; gradient "
                                    "histograms are not logged", logging.WARNING)
             self._add_histograms("weights", self._weights(), k)
+        if self._filters and self._in_epoch == 0:
+            self._filters.see_batch(batch)
         self._step += 1
         self._in_epoch += 1
+        if self._health:
+            self._health.finish(estimator.trainer, losses)
+            return self._health.stop
         return False
 
     def epoch_end(self, estimator: Any, *args: Any, **kwargs: Any) -> bool:
@@ -205,11 +243,25 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
             if not self._cut_by_max_batch():
                 self._epoch_len = self._in_epoch
             self._stash, self._stash_at = {}, -1
+        if self._filters:
+            self._filters.epoch_end(e)
+        if self._proj:
+            self._proj.epoch_end(e)
         self._epoch += 1
+        if self._health:
+            self._health.finish(estimator.trainer)
+            return self._health.settle()
         return False
 
     def train_end(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
         self._remove_taps()
+        if self._proj:
+            self._proj.log(max(self._epoch - 1, 0))
+        if self._health:
+            self._health.settle()
+        for part in (self._filters, self._proj):
+            if part:
+                part.close()
         if self._hparams is not None:
             final = {k: float(v) for k, v in self._final.items()}
             self._out.write(TRAIN, "add_hparams", self._hparams, final, max(self._epoch - 1, 0))
@@ -277,6 +329,8 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
     def _add_histograms(self, kind: str, arrays: List[Tuple[str, Any]], step: int) -> None:
         for name, arr in arrays:
             self._out.write(TRAIN, "add_histogram", f"{kind}/{name}", arr, step)
+        if kind == "gradients" and self._health:
+            self._health.observe(step, arrays, dict(self._selected()))
 
     def _epoch_scores(self, run: str, pairs: List[Tuple[str, float]], epoch: int) -> None:
         for tag, v in pairs:

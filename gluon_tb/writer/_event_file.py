@@ -30,7 +30,19 @@ class EventFileDeletedError(OSError):
 
 def _hostname() -> str:
     host = socket.gethostname() or "localhost"
-    return host.replace(os.sep, "_")
+    return host.replace(os.sep, "_").replace("/", "_")
+
+
+def next_number() -> int:
+    """The process-wide counter of event files (the last part of their names)."""
+    with _counter_lock:
+        return next(_counter)
+
+
+def event_file_name(secs: int, n: int, suffix: str = "", width: int = 0) -> str:
+    """``events.out.tfevents.<10-digit secs>.<host>.<pid>.<n><suffix>``; ``n`` zero-padded to ``width``."""
+    return (f"events.out.tfevents.{secs:010d}.{_hostname()}."
+            f"{os.getpid()}.{n:0{width}d}{suffix}")
 
 
 class EventFile:
@@ -55,10 +67,7 @@ class EventFile:
         os.makedirs(self.directory, exist_ok=True)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
         while True:
-            with _counter_lock:
-                n = next(_counter)
-            name = (f"events.out.tfevents.{int(time.time()):010d}.{_hostname()}."
-                    f"{os.getpid()}.{n}{self.suffix}")
+            name = event_file_name(int(time.time()), next_number(), self.suffix)
             path = os.path.join(self.directory, name)
             try:
                 # 0o666 & ~umask: never more permissive than the process allows

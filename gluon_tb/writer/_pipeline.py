@@ -9,6 +9,10 @@ queue and waits until the worker has written everything before it.
 Errors of the worker (an OSError from a full disk, a builder that failed) are
 kept and raised on the producer's next call, ``flush()`` or ``close()`` — once,
 after which the writer carries on.
+
+A URL as ``logdir`` (``s3://...``) writes to a :class:`~._storage.Store` instead:
+:class:`~._storage.RemoteEventFile` parts, uploaded when due, on ``flush()`` and
+on ``close()`` (see ``_storage`` for why parts).
 """
 from __future__ import annotations
 
@@ -23,6 +27,8 @@ from typing import Any, Callable, Dict, List, Optional
 from . import _proto
 from ._event_file import EventFile
 from ._record import frame_many
+from ._storage import RemoteEventFile, RemoteOptions, Store, flush_before_shutdown, is_remote
+from ._storage import local_path
 
 log = logging.getLogger("gluon_tb")
 
@@ -60,6 +66,10 @@ class Sink:
 
     def write_file(self, relpath: str, data: bytes) -> None:
         """Write ``data`` to ``logdir/relpath`` atomically (temp file, then rename)."""
+        store = self._p._store
+        if store is not None:  # a whole object: atomic in an object store
+            store.put_file(relpath, data)
+            return
         root = os.path.realpath(self.logdir)
         path = os.path.realpath(os.path.join(root, relpath))
         if os.path.commonpath([root, path]) != root:
@@ -72,11 +82,21 @@ class Sink:
 
 
 class Pipeline:
-    """Queue + worker + one :class:`EventFile` per run directory."""
+    """Queue + worker + one :class:`EventFile` per run directory.
+
+    ``remote`` (a :class:`~._storage.RemoteOptions`) tunes how a URL ``logdir`` is
+    written; it is ignored for a local one.
+    """
 
     def __init__(self, logdir: str, *, flush_secs: float = 2.0, filename_suffix: str = "",
                  max_queue_bytes: int = DEFAULT_MAX_QUEUE_BYTES, wake_items: int = 4096,
-                 on_full: str = "block") -> None:
+                 on_full: str = "block", remote: Optional[RemoteOptions] = None) -> None:
+        self._store: Optional[Store] = None
+        if is_remote(logdir):
+            self._store = Store(logdir, remote)
+            flush_before_shutdown(self)
+        else:
+            logdir = local_path(logdir)
         self.logdir = logdir
         self.flush_secs = flush_secs
         self.suffix = filename_suffix
@@ -188,6 +208,8 @@ class Pipeline:
                 self._wake.clear()
                 if self._drain():
                     return
+                if self._store is not None:
+                    self._upload(force=False)
         except BaseException as e:  # pragma: no cover - a bug in the worker itself
             self.error = e
             log.exception("gluon_tb writer thread died")
@@ -223,6 +245,8 @@ class Pipeline:
                     self._guard(item[1], Sink(self))
                 elif kind == FLUSH:
                     self._write_pending()
+                    if self._store is not None:
+                        self._upload(force=True)
                     if item[2]:
                         self._guard(self._fsync_all)
                     item[1].set()
@@ -302,14 +326,30 @@ class Pipeline:
         for run, records in pending.items():
             f = self._files.get(run)
             if f is None:
-                d = self.logdir if run is None else os.path.join(self.logdir, run)
-                f = self._files[run] = EventFile(d, self.suffix)
+                f = self._files[run] = self._new_file(run)
             try:
                 f.write(frame_many(records))
             except Exception as e:
-                self.dropped += len(records)
+                self.dropped += getattr(e, "lost_records", len(records))
                 self._dropped_reported = self.dropped  # cannot be written either
                 self._fail(e)
+
+    def _new_file(self, run: Optional[str]) -> Any:
+        if self._store is not None:
+            return RemoteEventFile(self._store, run, self.suffix)
+        return EventFile(self.logdir if run is None else os.path.join(self.logdir, run), self.suffix)
+
+    def _upload(self, force: bool) -> None:
+        """Remote runs: upload the parts that are due (all of them when ``force``)."""
+        now = time.monotonic()
+        for f in self._files.values():
+            if force or f.due(now):
+                try:
+                    f.upload()
+                except Exception as e:
+                    self.dropped += getattr(e, "lost_records", 0)
+                    self._dropped_reported = self.dropped
+                    self._fail(e)
 
     def _fsync_all(self) -> None:
         for f in self._files.values():
@@ -320,10 +360,14 @@ class Pipeline:
             try:
                 f.close()
             except OSError as e:
+                self.dropped += getattr(e, "lost_records", 0)
                 self._fail(e)
 
     # ------------------------------------------------------------ lifecycle
     def event_paths(self) -> Dict[Optional[str], str]:
+        if self._store is not None:
+            raise NotImplementedError(f"reading event files back needs a local logdir, "
+                                      f"got {self.logdir!r}")
         return {run: f.path for run, f in self._files.items() if f.path}
 
     def after_fork_in_child(self) -> None:
@@ -334,7 +378,10 @@ class Pipeline:
         """
         for f in self._files.values():
             try:
-                f.close()
+                if isinstance(f, RemoteEventFile):
+                    f.discard()  # the parent uploads these, not the child
+                else:
+                    f.close()
             except OSError:
                 pass
         self._files = {}

@@ -64,6 +64,8 @@ class SummaryWriter:
         logdir = os.fspath(logdir)
         if not logdir:
             raise ValueError("logdir must be a non-empty path, got ''")
+        from ._storage import check_logdir  # a URL (s3://...) is opened by the Pipeline, below
+        logdir = check_logdir(logdir)
         if isinstance(max_queue, bool) or not isinstance(max_queue, int) or max_queue < 1:
             raise ValueError(f"max_queue must be a positive int, got {describe(max_queue)}")
         if isinstance(flush_secs, bool) or not isinstance(flush_secs, (int, float)) or not flush_secs > 0:

@@ -1,0 +1,164 @@
+"""Read a benchmark's log directory back with TensorBoard's reader and check it.
+
+Scalars (hundreds of thousands of events) go through TensorBoard's record reader
+(``RawEventFileLoader``, CRCs checked) and its ``Event`` proto; everything else through
+``plugin_event_multiplexer`` (what TensorBoard shows: legacy summaries migrated to tensors).
+Each check returns ``{"ok": bool, "summary": str, ...}``; a failed check is reported, not raised.
+"""
+from __future__ import annotations
+
+import io
+import math
+import os
+from typing import Dict, List
+
+import numpy as np
+
+from _worker import hist_values, scalar_values
+
+
+def dir_bytes(logdir: str) -> int:
+    return sum(os.path.getsize(os.path.join(r, f)) for r, _d, fs in os.walk(logdir) for f in fs)
+
+
+def event_files(logdir: str) -> List[str]:
+    return sorted(os.path.join(r, f) for r, _d, fs in os.walk(logdir) for f in fs if ".tfevents." in f)
+
+
+def _fail(msg: str) -> dict:
+    return {"ok": False, "summary": "FAIL " + msg}
+
+
+def check_scalars(logdir: str, n: int, values: bool = True, tag: str = "bench/scalar") -> dict:
+    from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
+    from tensorboard.compat.proto import event_pb2
+
+    parse = event_pb2.Event.FromString
+    steps: List[int] = []
+    vals: List[float] = []
+    events = 0
+    for path in event_files(logdir):
+        for raw in RawEventFileLoader(path).Load():
+            e = parse(raw)
+            events += 1
+            for v in e.summary.value:
+                if v.tag != tag:
+                    continue
+                steps.append(e.step)
+                if v.HasField("tensor"):
+                    vals.append(v.tensor.float_val[0] if v.tensor.float_val else float("nan"))
+                else:
+                    vals.append(v.simple_value)
+    if len(steps) != n:
+        return _fail(f"{len(steps)} scalar events, expected {n}")
+    if steps != list(range(n)):
+        return _fail("steps are not 0..n-1 in order")
+    if values:
+        want = np.asarray(scalar_values(n), dtype=np.float32)
+        got = np.asarray(vals, dtype=np.float32)
+        bad = int(np.count_nonzero(got != want))
+        if bad:
+            return _fail(f"{bad} of {n} values differ from float32(given)")
+    return {"ok": True, "summary": f"ok: {n} scalars" + (", values exact" if values else ""),
+            "events_in_files": events}
+
+
+def _mux(logdir: str):
+    from tensorboard.backend.event_processing import plugin_event_multiplexer as pem
+
+    mux = pem.EventMultiplexer(size_guidance={"tensors": 0, "scalars": 0, "histograms": 0, "images": 0})
+    mux.AddRunsFromDirectory(logdir)
+    mux.Reload()
+    return mux
+
+
+def _tensors(mux, run: str, tag: str):
+    from tensorboard.util import tensor_util
+
+    try:
+        evs = mux.Tensors(run, tag)
+    except KeyError:
+        return []
+    return [(e.step, tensor_util.make_ndarray(e.tensor_proto)) for e in evs]
+
+
+def check_hist(logdir: str, n: int, k: int, exact: bool, nbins: int = 0) -> dict:
+    evs = _tensors(_mux(logdir), ".", "bench/hist")
+    if len(evs) != k:
+        return _fail(f"{len(evs)} histogram events, expected {k}")
+    counts = [float(a[:, 2].sum()) for _s, a in evs]
+    if any(abs(c - n) > 0.5 for c in counts):
+        return _fail(f"bucket counts sum to {counts}, expected {n}")
+    shapes = sorted({a.shape[0] for _s, a in evs})
+    out = {"ok": True, "summary": f"ok: {k} histograms of {n} values, {shapes} buckets"}
+    if exact:  # bucket for bucket against numpy on the same values and TensorFlow's default edges
+        a = evs[0][1]
+        edges = tf_default_edges()
+        ref = np.histogram(hist_values(n), edges)[0]
+        nz = np.flatnonzero(ref)
+        ref, used = ref[nz[0]:nz[-1] + 1], edges[nz[0]:nz[-1] + 2]
+        # TensorBoard reads edges back as float32 (and the outer ones as min/max): compare loosely
+        same = (a.shape[0] == ref.size and np.array_equal(ref, a[:, 2].astype(np.int64))
+                and np.allclose(used[1:-1], a[:-1, 1], rtol=1e-6, atol=0))
+        out["numpy_equal"] = bool(same)
+        out["summary"] += ", == numpy.histogram bucket for bucket" if same else ", != numpy.histogram"
+        if not same:
+            out["ok"] = False
+            out["summary"] = "FAIL " + out["summary"]
+    return out
+
+
+def tf_default_edges() -> np.ndarray:
+    """TensorFlow's default histogram edges: 1e-12 * 1.1**k below 1e20, mirrored, 0, +-DBL_MAX."""
+    pos = []
+    v = 1e-12
+    while v < 1e20:
+        pos.append(v)
+        v *= 1.1
+    big = np.finfo(np.float64).max
+    return np.array([-big] + [-p for p in reversed(pos)] + [0.0] + pos + [big])
+
+
+def check_images(logdir: str, k: int) -> dict:
+    from PIL import Image
+
+    evs = _tensors(_mux(logdir), ".", "bench/images")
+    if len(evs) != k:
+        return _fail(f"{len(evs)} image events, expected {k}")
+    sizes = set()
+    for _s, a in evs:
+        w, h = int(a[0]), int(a[1])
+        img = Image.open(io.BytesIO(a[2]))
+        img.load()
+        if img.size != (w, h):
+            return _fail(f"PNG is {img.size}, event says {(w, h)}")
+        if w * h < 64 * 32 * 32:
+            return _fail(f"grid {w}x{h} cannot hold 64 images of 32x32")
+        sizes.add((w, h))
+    return {"ok": True, "summary": f"ok: {k} PNG grids {sorted(sizes)}"}
+
+
+def check_mlp(logdir: str, writer: str, total: int, res: dict) -> dict:
+    if writer == "none":
+        return {"ok": True, "summary": "no logging"}
+    mux = _mux(logdir)
+    runs = mux.Runs()
+    run = "train" if "train" in runs else "."
+    if run not in runs:
+        return _fail(f"no run in {sorted(runs)}")
+    tags = set(runs[run].get("tensors", []))
+    loss = _tensors(mux, run, "batch_loss")
+    if len(loss) != total:
+        return _fail(f"{len(loss)} batch_loss events, expected {total}")
+    if not all(math.isfinite(float(np.asarray(a).reshape(-1)[0])) for _s, a in loss):
+        return _fail("non-finite batch_loss")
+    grads = sorted(t for t in tags if t.startswith("gradients/"))
+    if len(grads) != 6:
+        return _fail(f"{len(grads)} gradient tags, expected 6: {grads}")
+    want = len(range(0, total, 10))
+    counts: Dict[str, int] = {t: len(_tensors(mux, run, t)) for t in grads}
+    if set(counts.values()) != {want}:
+        return _fail(f"gradient histogram counts {counts}, expected {want} each")
+    extra = sorted(tags - set(grads) - {"batch_loss"})
+    return {"ok": True, "summary": f"ok: {total} batch_loss, 6 gradient tags x {want}"
+            + (f"; also {len(extra)} other tags" if extra else "")}

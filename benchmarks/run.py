@@ -1,0 +1,196 @@
+"""Run every benchmark in fresh processes, alternating writers; check outputs; print medians.
+
+Run through ``benchmarks/run.sh`` (it builds the venv). Each (benchmark, writer, repetition)
+is one new process (``_worker.py``); repetitions go round-robin over the writers, the
+order rotating each round. After each process, its log directory is read back with
+TensorBoard's own reader and checked against what the writer was given.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from typing import Callable, Dict, List, Optional
+
+import numpy as np
+
+import _verify
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "out")
+REGEN = os.path.join(HERE, ".venv", "mxboard-regen")
+PEERS = ["tensorboardX", "torch", "mxboard"]
+ALL = ["gluon_tb"] + PEERS
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def env_for(writer: str, mxboard_pb: str) -> Dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = HERE
+    if writer == "mxboard":
+        env["PYTHONPATH"] = REGEN + os.pathsep + HERE
+        if mxboard_pb == "python":
+            env["PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION"] = "python"
+    return env
+
+
+def run_one(bench: str, writer: str, logdir: str, args: List[str], mxboard_pb: str, timeout: int = 600) -> dict:
+    shutil.rmtree(logdir, ignore_errors=True)
+    cmd = [sys.executable, os.path.join(HERE, "_worker.py"), bench, writer, logdir] + args
+    t = time.perf_counter()
+    p = subprocess.run(cmd, env=env_for(writer, mxboard_pb), capture_output=True, text=True, timeout=timeout)
+    lines = [l for l in p.stdout.splitlines() if l.startswith("RESULT ")]
+    if p.returncode != 0 or not lines:
+        raise RuntimeError(f"{bench}/{writer} failed (rc {p.returncode}):\n{p.stderr[-3000:]}")
+    res = json.loads(lines[-1][7:])
+    res["proc_s"] = time.perf_counter() - t
+    return res
+
+
+def rounds(bench: str, writers: List[str], reps: Dict[str, int], args: Dict[str, List[str]],
+           check: Callable[[str, str, dict], dict], mxboard_pb: str, label: str = "") -> Dict[str, List[dict]]:
+    """Round-robin over writers (order rotated each round), fresh process each; check each output."""
+    results: Dict[str, List[dict]] = {w: [] for w in writers}
+    n_rounds = max(reps[w] for w in writers)
+    for r in range(n_rounds):
+        order = writers[r % len(writers):] + writers[:r % len(writers)]
+        for w in order:
+            if len(results[w]) >= reps[w]:
+                continue
+            logdir = os.path.join(OUT, label or bench, f"{w}-{r}")
+            try:
+                res = run_one(bench, w, logdir, args.get(w, []), mxboard_pb)
+            except Exception as e:  # reported in the table, the other writers go on
+                log(f"  {bench} {w} round {r}: {e}")
+                results[w].append({"check": {"ok": False, "summary": f"FAIL process: {str(e)[:200]}"},
+                                   "failed": True, "disk_bytes": 0, "proc_s": 0.0})
+                continue
+            res["check"] = check(w, logdir, res)
+            res["disk_bytes"] = _verify.dir_bytes(logdir)
+            results[w].append(res)
+            log(f"  {bench:8s} {w:12s} round {r}: " + ", ".join(
+                f"{k}={v:.4g}" for k, v in res.items() if isinstance(v, float) and k != "proc_s")
+                + f"  [{res['check']['summary']}]  ({res['proc_s']:.1f}s)")
+    return results
+
+
+def med(results: List[dict], key: str) -> float:
+    return statistics.median(r[key] for r in results)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", default="scalar,hist,hist_nd,images,mlp,memory")
+    ap.add_argument("--quick", action="store_true", default=os.environ.get("QUICK", "") not in ("", "0"))
+    ap.add_argument("--mxboard-protobuf", choices=["python", "upb"],
+                    default=os.environ.get("MXBOARD_PROTOBUF", "python"))
+    ap.add_argument("--json", default=os.path.join(OUT, "results.json"))
+    a = ap.parse_args()
+    only = set(a.only.split(","))
+    q = a.quick
+    os.makedirs(OUT, exist_ok=True)
+    # mxboard 0.1.0's generated protobuf code is regenerated into .venv/mxboard-regen (see regen_mxboard.py)
+    subprocess.run([sys.executable, os.path.join(HERE, "regen_mxboard.py"), REGEN], check=True,
+                   stdout=subprocess.DEVNULL)
+    log(f"mxboard runs with regenerated protobuf code and "
+        + ("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python" if a.mxboard_protobuf == "python"
+           else "protobuf's default (upb) backend"))
+    t_all = time.perf_counter()
+    R: Dict[str, Dict[str, List[dict]]] = {}
+    cfg: Dict[str, str] = {"mxboard_protobuf": a.mxboard_protobuf, "quick": str(q),
+                           "load average at start (1/5/15 min)": "%.2f %.2f %.2f" % os.getloadavg()}
+
+    n_sc = 20_000 if q else 200_000
+    if "scalar" in only:
+        reps = {"gluon_tb": 3 if q else 5, **{p: 1 if q else 3 for p in PEERS}}
+        cfg["scalar"] = f"{n_sc} add_scalar calls per process; reps {reps}"
+        log(f"== scalar: {cfg['scalar']}")
+        R["scalar"] = rounds("scalar", ALL, reps, {w: [f"n={n_sc}", f"warm={n_sc // 20}"] for w in ALL},
+                             lambda w, d, r: _verify.check_scalars(d, n_sc), a.mxboard_protobuf)
+    n_h = 1_000_000 if q else 10_000_000
+    k_h = 3
+    if "hist" in only:
+        reps = {w: 1 if q else 3 for w in ALL}
+        cfg["hist"] = f"{n_h} float32 numpy, default bins, {k_h} calls per process; reps {reps}"
+        log(f"== hist: {cfg['hist']}")
+        R["hist"] = rounds("hist", ALL, reps, {w: [f"n={n_h}", f"k={k_h}"] for w in ALL},
+                           lambda w, d, r: _verify.check_hist(d, n_h, k_h, exact=(w == "gluon_tb")),
+                           a.mxboard_protobuf)
+    if "hist_nd" in only:
+        ws = ["gluon_tb", "tensorboardX", "mxboard"]
+        reps = {w: 1 if q else 3 for w in ws}
+        cfg["hist_nd"] = f"{n_h} float32 MXNet NDArray, bins=1000, {k_h} calls per process; reps {reps}"
+        log(f"== hist_nd: {cfg['hist_nd']}")
+        R["hist_nd"] = rounds("hist", ws, reps, {w: [f"n={n_h}", f"k={k_h}", "nd=1", "bins=1000"] for w in ws},
+                              lambda w, d, r: _verify.check_hist(d, n_h, k_h, exact=False, nbins=1000),
+                              a.mxboard_protobuf, label="hist_nd")
+    if "images" in only:
+        reps = {w: 1 if q else 3 for w in ALL}
+        k_i = 10
+        cfg["images"] = f"64x3x32x32 float32 grid, {k_i} calls per process; reps {reps}"
+        log(f"== images: {cfg['images']}")
+        R["images"] = rounds("images", ALL, reps, {w: [f"k={k_i}"] for w in ALL},
+                             lambda w, d, r: _verify.check_images(d, k_i), a.mxboard_protobuf)
+    if "mlp" in only:
+        ws = ["none"] + ALL
+        n_b = 60 if q else 200
+        reps = {w: 1 if q else 3 for w in ws}
+        cfg["mlp"] = f"{n_b} timed batches after 20 warm-up; reps {reps}"
+        log(f"== mlp: {cfg['mlp']}")
+        R["mlp"] = rounds("mlp", ws, reps, {w: [f"batches={n_b}"] for w in ws},
+                          lambda w, d, r: _verify.check_mlp(d, w, n_b + 20, r), a.mxboard_protobuf)
+    if "memory" in only:
+        n_m = 1_000_000 if q else 5_000_000
+        cfg["memory"] = f"gluon_tb: {n_m} scalars, RSS sampled every 250k after {n_m // 25} warm-up; 1 process"
+        log(f"== memory: {cfg['memory']}")
+        R["memory"] = rounds("memory", ["gluon_tb"], {"gluon_tb": 1},
+                             {"gluon_tb": [f"n={n_m}", f"warm={n_m // 25}"]},
+                             lambda w, d, r: _verify.check_scalars(d, n_m, values=False), a.mxboard_protobuf)
+    wall = time.perf_counter() - t_all
+    cfg["load average at end (1/5/15 min)"] = "%.2f %.2f %.2f" % os.getloadavg()
+    os.makedirs(os.path.dirname(a.json), exist_ok=True)
+    with open(a.json, "w") as f:
+        json.dump({"results": R, "config": cfg, "wall_s": wall, "machine": machine()}, f, indent=1)
+    import _report
+
+    print(_report.table(R, cfg, wall))
+    if not q and a.only == ap.get_default("only"):  # a full run: keep it as the latest results
+        notes = os.path.join(HERE, "RESULTS-notes.md")
+        with open(os.path.join(HERE, "RESULTS.md"), "w") as f:
+            f.write(_report.results_md({"results": R, "config": cfg, "wall_s": wall, "machine": machine()},
+                                       open(notes).read() if os.path.exists(notes) else ""))
+        log(f"wrote {os.path.join(HERE, 'RESULTS.md')}")
+
+
+def machine() -> Dict[str, str]:
+    model = ""
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    from importlib.metadata import version
+
+    vers = {}
+    for pkg in ["gluon-tb", "tensorboardX", "torch", "mxboard", "mxnet", "tensorboard", "protobuf", "numpy",
+                "crc32c", "Pillow"]:
+        try:
+            vers[pkg] = version(pkg)
+        except Exception:
+            vers[pkg] = "-"
+    return {"nproc": str(os.cpu_count()), "cpu": model, "python": platform.python_version(),
+            "platform": platform.platform(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            **vers}
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""The ``conv_filters=`` option: a Conv2D's filters and feature maps, once per epoch.
+
+The first input of the first training batch is kept (copied on MXNet's engine to the net's
+device) and used for the feature maps of every epoch, so the maps of different epochs are
+comparable. The layout of the images is described in :mod:`gluon_tb.writer._filters`.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Optional, Union
+
+from ..writer._convert import describe
+from ..writer._filters import feature_map_images, filter_images, pick_conv
+from ..writer._probe import LayerProbe, context_of
+from ._base import TRAIN, RunWriters
+
+
+def check_conv_filters(value: Any) -> Union[bool, str]:
+    if isinstance(value, bool) or (isinstance(value, str) and value):
+        return value
+    raise TypeError(f"conv_filters must be a bool or the name of a Conv2D layer, got {describe(value)}")
+
+
+class ConvFilters:
+    """Logs ``conv_filters/<layer>`` and ``feature_maps/<layer>`` in run ``train`` at each epoch."""
+
+    def __init__(self, value: Union[bool, str], out: RunWriters, max_filters: int = 64) -> None:
+        self._layer: Optional[str] = value if isinstance(value, str) else None
+        self._out, self._max = out, max_filters
+        self._conv: Any = None
+        self._net: Any = None
+        self._probe: Optional[LayerProbe] = None
+        self._sample: Any = None
+
+    def train_begin(self, net: Any) -> None:
+        if net is not self._net:
+            self.close()
+            self._net, self._conv = net, pick_conv(net, self._layer)  # ValueError names the layer
+
+    def see_batch(self, batch: Any) -> None:
+        """Keep the first input of the first ``[data, label]`` batch ever seen."""
+        if self._sample is not None or not isinstance(batch, (list, tuple)) or not batch:
+            return
+        x = batch[0]
+        if not hasattr(x, "shape") or len(x.shape) != 4:
+            self._out.say_once("maps", f"gluon_tb: inputs of shape {getattr(x, 'shape', None)} are "
+                               "not N×C×H×W; feature maps are not logged", logging.WARNING)
+            self._sample = False
+            return
+        self._sample = x[:1].as_in_context(context_of(self._net)).copy()
+
+    def epoch_end(self, epoch: int) -> None:
+        if self._conv is None:
+            return
+        self._out.apply(TRAIN, self._log, epoch)
+
+    def _log(self, w: Any, epoch: int) -> None:
+        name = self._conv.name
+        imgs, fmt = filter_images(self._conv.weight.data(), max_filters=self._max)
+        if fmt == "CHW":
+            w.add_image(f"conv_filters/{name}", imgs, epoch, dataformats="CHW")
+        else:
+            w.add_images(f"conv_filters/{name}", imgs, epoch, dataformats="NCHW")
+        if self._sample is None or self._sample is False:
+            return
+        if self._probe is None:
+            self._probe = LayerProbe(self._net, self._conv)
+        maps, _ = self._probe(self._sample)
+        w.add_images(f"feature_maps/{name}", feature_map_images(maps, max_maps=self._max), epoch,
+                     dataformats="NCHW")
+
+    def close(self) -> None:
+        if self._probe is not None:
+            self._probe.close()
+            self._probe = None

@@ -1,0 +1,172 @@
+"""The ``embeddings=`` option: a held-out sample's hidden representation in the projector.
+
+Where the sample comes from: ``Embeddings(data=...)`` (a DataLoader of ``[data, label]``
+batches, or an ``(inputs, labels)`` pair of arrays), else the first validation pass the
+estimator runs (``batch_processor.evaluate_batch`` is hooked and copies, on MXNet's engine,
+the first ``samples`` inputs and labels it sees). The sample is taken once and reused.
+
+What is logged (run ``train``, tag ``Embeddings.tag``, step = epoch index): the chosen
+layer's output for the sample, flattened to ``(N, D)``; metadata columns ``label`` (the
+true label) and ``predicted`` (``argmax`` of the net's output), with a header row; and the
+inputs as sprite thumbnails when they look like images (N×C×H×W with 1 or 3 channels,
+or N×H×W; scaled by the sample's min and max).
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, List, Optional, Union
+
+from ..writer._convert import describe
+from ..writer._probe import LayerProbe, classifier, context_of, find_block
+from ._base import TRAIN, RunWriters, check_positive_int, for_display, wrap
+
+
+class Embeddings:
+    """Options of ``TensorBoardHandler(embeddings=...)``.
+
+    Args:
+        samples: how many held-out inputs to embed.
+        layer: the block whose output is embedded (full name or without the net's prefix);
+            ``None``: the input of the classifier (see :func:`gluon_tb.writer._probe.classifier`):
+            for a (Hybrid)Sequential net the output of all children but the last.
+        every: log every this many epochs (at the end of epochs ``every - 1``, ``2*every - 1``,
+            ...) as well as at the end of training; ``None``: only at the end of training.
+        data: where the sample comes from (see the module docs); ``None``: validation.
+        tag: the projector tag (a folder of the run directory).
+    """
+
+    def __init__(self, samples: int = 256, *, layer: Optional[str] = None, every: Optional[int] = None,
+                 data: Any = None, tag: str = "embedding") -> None:
+        self.samples = check_positive_int(samples, "samples")
+        if layer is not None and (not isinstance(layer, str) or not layer):
+            raise TypeError(f"layer must be None or a block name, got {describe(layer)}")
+        self.layer = layer
+        self.every = None if every is None else check_positive_int(every, "every")
+        self.data = data
+        if not isinstance(tag, str) or not tag:
+            raise TypeError(f"tag must be a non-empty str, got {describe(tag)}")
+        self.tag = tag
+
+
+def check_embeddings(value: Any) -> Optional[Embeddings]:
+    if value is None or value is False:
+        return None
+    if value is True:
+        return Embeddings()
+    if isinstance(value, int) and not isinstance(value, bool):
+        return Embeddings(value)
+    if isinstance(value, Embeddings):
+        return value
+    raise TypeError(f"embeddings must be None, True, a sample count (int) or an Embeddings(...), "
+                    f"got {describe(value)}")
+
+
+class Projector:
+    """Collects the sample and logs the embedding; see the module docs."""
+
+    def __init__(self, cfg: Embeddings, out: RunWriters) -> None:
+        self.cfg, self._out = cfg, out
+        self._xs: List[Any] = []
+        self._ys: List[Any] = []
+        self._have = 0
+        self._net: Any = None
+        self._probe: Optional[LayerProbe] = None
+        self._logged = -1
+
+    def train_begin(self, estimator: Any) -> Any:
+        """Returns the validation hook (a ``Wrap``) to remove at the end, or None."""
+        net = estimator.net
+        if net is not self._net:
+            self.close()
+            self._net = net
+            layer = find_block(net, self.cfg.layer) if self.cfg.layer else classifier(net)
+            self._probe = LayerProbe(net, layer, take="output" if self.cfg.layer else "input")
+        if self._have >= self.cfg.samples:
+            return None
+        if self.cfg.data is not None:
+            self._take_from(self.cfg.data)
+            return None
+        return wrap(estimator.batch_processor, ("evaluate_batch",), self._see_validation, with_args=True)
+
+    def _take_from(self, data: Any) -> None:
+        if isinstance(data, (tuple, list)) and len(data) == 2 and hasattr(data[0], "shape"):
+            self._keep(data)
+            return
+        for batch in data:
+            self._keep(batch)
+            if self._have >= self.cfg.samples:
+                return
+
+    def _see_validation(self, _est: Any = None, batch: Any = None, *args: Any, **kwargs: Any) -> None:
+        if self._have < self.cfg.samples:
+            self._keep(batch)
+
+    def _keep(self, batch: Any) -> None:
+        import mxnet as mx
+
+        if not (isinstance(batch, (list, tuple)) and len(batch) >= 2):
+            self._out.say_once("emb-pairs", "gluon_tb: batches are not [data, label] pairs; "
+                               "embeddings are not logged", logging.WARNING)
+            self._have = self.cfg.samples
+            return
+        x, y = batch[0], batch[1]
+        x = x if isinstance(x, mx.nd.NDArray) else mx.nd.array(x)
+        y = y if isinstance(y, mx.nd.NDArray) else mx.nd.array(y)
+        k = min(self.cfg.samples - self._have, int(x.shape[0]))
+        self._xs.append(x[:k].copy())
+        self._ys.append(y[:k].copy())
+        self._have += k
+
+    def epoch_end(self, epoch: int) -> None:
+        if self.cfg.every is not None and (epoch + 1) % self.cfg.every == 0:
+            self.log(epoch)
+
+    def log(self, step: int) -> None:
+        if step == self._logged or self._probe is None:
+            return
+        if not self._xs:
+            self._out.say_once("emb-none", "gluon_tb: no held-out sample was seen (no validation "
+                               "data, and no Embeddings(data=...)); embeddings are not logged",
+                               logging.WARNING)
+            return
+        self._logged = step
+        self._out.apply(TRAIN, self._write, step)
+
+    def _write(self, w: Any, step: int) -> None:
+        import mxnet as mx
+
+        ctx = context_of(self._net)
+        x = mx.nd.concat(*self._xs, dim=0) if len(self._xs) > 1 else self._xs[0]
+        y = mx.nd.concat(*self._ys, dim=0) if len(self._ys) > 1 else self._ys[0]
+        feats, outs = [], []
+        for i in range(0, int(x.shape[0]), 256):
+            f, o = self._probe(x[i:i + 256].as_in_context(ctx))
+            feats.append(mx.nd.flatten(f))
+            outs.append(o.argmax(axis=-1) if len(o.shape) > 1 else o)
+        emb = mx.nd.concat(*feats, dim=0) if len(feats) > 1 else feats[0]
+        pred = mx.nd.concat(*outs, dim=0) if len(outs) > 1 else outs[0]
+        labels = {"label": _as_labels(y), "predicted": _as_labels(pred)}
+        w.add_embedding(self.cfg.tag, emb, labels=labels, images=_sprite(x), global_step=step)
+
+    def close(self) -> None:
+        if self._probe is not None:
+            self._probe.close()
+            self._probe = None
+
+
+def _as_labels(y: Any) -> Any:
+    """Class labels as an int64 NDArray (float class ids rounded, one-hot rows argmax'ed)."""
+    import numpy as np
+
+    if len(y.shape) > 1:
+        y = y.reshape((-1,)) if y.size == y.shape[0] else y.argmax(axis=-1)
+    if np.dtype(y.dtype).kind == "f":
+        y = y.round().astype("int64")
+    return y
+
+
+def _sprite(x: Any) -> Union[None, Any]:
+    shape = tuple(x.shape)
+    if (len(shape) == 4 and shape[1] in (1, 3)) or len(shape) == 3:
+        return for_display(x)
+    return None

@@ -1,0 +1,156 @@
+"""Convolution filters and feature maps as image grids, built on MXNet's engine.
+
+Everything here queues NDArray ops (min/max normalisation, nearest-neighbour zoom, tiling)
+and hands NDArrays to :meth:`SummaryWriter.add_images`/``add_image``, which copy them on the
+engine; nothing waits for a value on the caller's thread.
+
+Filters of a ``Conv2D`` with weight ``(O, I, kh, kw)`` (at most ``max_filters`` of them),
+each filter scaled to [0, 1] by its own min and max (a constant filter is black):
+
+* ``I == 3``: one RGB tile per filter; ``I == 1``: one grayscale tile per filter; both tiled
+  by ``add_images`` (``ceil(sqrt(O))`` tiles a row, 2 black pixels between and around).
+* otherwise, ``channels="split"`` (default): one row per filter, one grayscale tile per input
+  channel (so row ``o``, column ``i`` is ``w[o, i]``), 2 black pixels between and around;
+  ``channels="mean"``: the mean over the input channels, one grayscale tile per filter.
+
+Feature maps of one sample, ``(1, C, H, W)`` or ``(C, H, W)``: the first ``max_maps``
+channels, each scaled by its own min and max, as grayscale tiles via ``add_images``.
+
+``zoom`` repeats every pixel ``zoom`` times in both directions; ``None`` picks
+``max(1, 24 // max(h, w))`` so that 3×3 kernels become 24×24 tiles.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from ._convert import describe
+
+PAD = 2
+CHANNELS = ("split", "mean")
+
+
+def auto_zoom(h: int, w: int) -> int:
+    return max(1, 24 // max(h, w, 1))
+
+
+def _check_int(value: Any, name: str, allow_none: bool = False) -> Optional[int]:
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive int{' or None' if allow_none else ''}, "
+                         f"got {describe(value)}")
+    return value
+
+
+def normalise(x: Any) -> Any:
+    """Each item ``x[i]`` scaled to [0, 1] by its own min and max (NDArray ops)."""
+    from mxnet import nd
+
+    n = x.shape[0]
+    flat = nd.reshape(x, shape=(n, -1)).astype("float32")
+    lo = flat.min(axis=1, keepdims=True)
+    span = flat.max(axis=1, keepdims=True) - lo
+    return nd.reshape(nd.broadcast_div(nd.broadcast_sub(flat, lo), span + 1e-12), shape=x.shape)
+
+
+def _zoom(x: Any, zoom: int) -> Any:
+    return x if zoom == 1 else x.repeat(zoom, axis=2).repeat(zoom, axis=3)
+
+
+def split_grid(tiles: Any, pad: int = PAD) -> Any:
+    """``(O, I, h, w)`` -> one ``(1, O*(h+pad)+pad, I*(w+pad)+pad)`` image: row o, column i."""
+    from mxnet import nd
+
+    o, i, h, w = tiles.shape
+    t = nd.pad(tiles, mode="constant", pad_width=(0, 0, 0, 0, 0, pad, 0, pad))
+    g = nd.reshape(t.transpose((0, 2, 1, 3)), shape=(1, 1, o * (h + pad), i * (w + pad)))
+    return nd.pad(g, mode="constant", pad_width=(0, 0, 0, 0, pad, 0, pad, 0))[0]
+
+
+def filter_images(weight: Any, *, max_filters: int = 64, channels: str = "split",
+                  zoom: Optional[int] = None) -> Any:
+    """``(images, dataformats)`` for the filters of a Conv2D weight ``(O, I, kh, kw)``."""
+    if len(weight.shape) != 4:
+        raise ValueError(f"weight must be a Conv2D weight (O, I, kh, kw), got shape {tuple(weight.shape)}")
+    if channels not in CHANNELS:
+        raise ValueError(f"channels must be one of {', '.join(map(repr, CHANNELS))}, got {channels!r}")
+    _check_int(max_filters, "max_filters")
+    z = _check_int(zoom, "zoom", True) or auto_zoom(*weight.shape[2:])
+    w = _first(weight, max_filters)
+    i = w.shape[1]
+    if i in (1, 3):
+        return _zoom(normalise(w), z), "NCHW"
+    if channels == "mean":
+        return _zoom(normalise(w.mean(axis=1, keepdims=True)), z), "NCHW"
+    return split_grid(_zoom(normalise(w), z)), "CHW"
+
+
+def feature_map_images(maps: Any, *, max_maps: int = 64, zoom: Optional[int] = None) -> Any:
+    """``(C, 1, H', W')`` tiles of one sample's feature maps ``(1, C, H, W)`` or ``(C, H, W)``."""
+    shape = tuple(maps.shape)
+    if len(shape) == 4 and shape[0] == 1:
+        maps = _first(maps, 1).reshape(shape[1:])
+    elif len(shape) != 3:
+        raise ValueError(f"maps must be the feature maps of one sample, (1, C, H, W) or "
+                         f"(C, H, W), got shape {shape}")
+    _check_int(max_maps, "max_maps")
+    z = _check_int(zoom, "zoom", True) or auto_zoom(*maps.shape[1:])
+    m = _first(maps, max_maps)
+    return _zoom(normalise(m.expand_dims(axis=1)), z)
+
+
+def _first(x: Any, n: int) -> Any:
+    """The first ``n`` items of ``x`` as a new array: slicing makes a view, which MXNet refuses
+    for arrays in MKL-DNN's internal layout (a Conv2D's weight after a forward pass)."""
+    from mxnet import nd
+
+    return nd.slice_axis(x, axis=0, begin=0, end=min(n, x.shape[0]))
+
+
+def log_conv_filters(writer: Any, net: Any, global_step: Optional[int] = None, *,
+                     layer: Optional[str] = None, sample: Any = None, max_filters: int = 64,
+                     channels: str = "split", zoom: Optional[int] = None) -> str:
+    """Log a Conv2D's filters as ``conv_filters/<layer name>`` and, given ``sample`` (one input
+    batch, e.g. ``x[:1]``), the layer's feature maps of its first item as
+    ``feature_maps/<layer name>``. ``net`` is the network (or the Conv2D itself); ``layer``
+    names the Conv2D (default: the first). Returns the layer's name. Builds a probe per
+    call; :class:`gluon_tb.handlers.TensorBoardHandler` (``conv_filters=``) keeps one."""
+    from ._probe import LayerProbe
+
+    conv = pick_conv(net, layer)
+    imgs, fmt = filter_images(conv.weight.data(), max_filters=max_filters, channels=channels, zoom=zoom)
+    _add(writer, f"conv_filters/{conv.name}", imgs, fmt, global_step)
+    if sample is not None:
+        probe = LayerProbe(net, conv)
+        try:
+            maps, _ = probe(sample)
+        finally:
+            probe.close()
+        maps = _first(maps, 1)
+        writer.add_images(f"feature_maps/{conv.name}", feature_map_images(maps, max_maps=max_filters,
+                                                                          zoom=zoom), global_step)
+    return conv.name
+
+
+def pick_conv(net: Any, layer: Optional[str] = None) -> Any:
+    """The Conv2D of ``net`` named ``layer``, or its first Conv2D."""
+    from mxnet.gluon import nn
+
+    from ._probe import find_block, first_of
+
+    if layer is not None:
+        conv = find_block(net, layer, "layer")
+        if not isinstance(conv, nn.Conv2D):
+            raise ValueError(f"layer {layer!r} must be a Conv2D, got a {type(conv).__name__}")
+        return conv
+    conv = first_of(net, nn.Conv2D)
+    if conv is None:
+        raise ValueError("the network has no Conv2D layer")
+    return conv
+
+
+def _add(writer: Any, tag: str, imgs: Any, fmt: str, step: Optional[int]) -> None:
+    if fmt == "CHW":
+        writer.add_image(tag, imgs, step, dataformats="CHW")
+    else:
+        writer.add_images(tag, imgs, step, dataformats="NCHW")

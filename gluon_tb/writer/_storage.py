@@ -1,0 +1,360 @@
+"""Remote log directories: any fsspec URL (``s3://``, ``gs://``, ``memory://``...) as ``logdir``.
+
+Object stores cannot append, and rewriting a growing event file on every flush
+sends O(n²) bytes. So a remote run is written as a sequence of **parts**: each
+part is a new, complete event file object (its own ``file_version`` event
+first) holding the records logged since the previous part, and no object is
+ever written twice. Bytes sent = bytes logged + one small header (~30 bytes)
+per part: linear.
+
+A part is uploaded when the records buffered for it reach ``part_bytes``, when
+the oldest of them is ``part_secs`` old, on ``flush()`` and on ``close()``.
+Part names sort in write order (TensorBoard reads a run's files in name
+order): ``events.out.tfevents.<10-digit secs>.<host>.<pid>.<8-digit n>`` with
+the seconds never going back within a run and ``n`` the process's increasing
+counter. The trade-off is objects against latency: a small ``part_secs``
+shows data sooner but makes more objects to list (30 s: 120 per run per hour).
+Multipart uploads were not chosen: an S3 multipart object is invisible until
+completed and its parts must be >= 5 MiB, so TensorBoard would see nothing
+live.
+
+A failed upload is retried a bounded number of times, then reported as
+:class:`RemoteWriteError` at the next call, ``flush()`` or ``close()``; the
+records stay in memory for a later attempt (every ``part_secs``) up to
+``max_buffer_bytes``, past which they are dropped and counted.
+
+fsspec (and the backend of the URL's protocol, ``s3fs`` for ``s3://``) is
+imported only when a URL is used. Credentials and endpoints come from
+``storage_options`` or fsspec's own configuration (``fsspec.config.conf``,
+``FSSPEC_S3_*`` environment variables).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import posixpath
+import re
+import struct
+import threading
+import time
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Callable, List, Mapping, Optional
+
+from . import _proto
+from ._event_file import FILE_VERSION, event_file_name, next_number
+from ._record import frame
+
+_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
+_PERMANENT = (PermissionError, FileNotFoundError, IsADirectoryError, NotADirectoryError,
+              ValueError, TypeError)
+_OBJECT_STORES = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "oss", "memory"}
+_len_at = struct.Struct("<Q").unpack_from
+log = logging.getLogger("gluon_tb")
+_live: "weakref.WeakSet[Any]" = weakref.WeakSet()
+_hooked = False
+
+
+def is_remote(logdir: str) -> bool:
+    """True for a URL other than ``file://`` (those are local paths)."""
+    m = _URL.match(logdir)
+    return m is not None and m.group(1).lower() != "file"
+
+
+def check_logdir(logdir: str) -> str:
+    """Reject a URL that lost a slash (``Path("s3://b/run")`` gives ``s3:/b/run``)."""
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.\-]+:/(?!/)", logdir):
+        raise ValueError(f"logdir looks like a URL with one slash, got {logdir!r}; "
+                         "pass URLs as a str, like 's3://bucket/run'")
+    return logdir
+
+
+def local_path(logdir: str) -> str:
+    """``logdir`` without a leading ``file://``."""
+    return logdir[len("file://"):] if logdir[:7].lower() == "file://" else logdir
+
+
+class RemoteWriteError(OSError):
+    """Writing to a remote log directory failed (after bounded retries).
+
+    ``lost_records`` counts the event records that were given up on.
+    """
+
+    def __init__(self, message: str, lost_records: int = 0) -> None:
+        super().__init__(message)
+        self.lost_records = lost_records
+
+
+def _env_number(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if not raw:
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise ValueError(f"environment variable {name} must be a number, got {raw!r}") from None
+
+
+@dataclass(frozen=True)
+class RemoteOptions:
+    """How a remote log directory is written.
+
+    Args:
+        part_bytes: upload a part once this many bytes are buffered
+            (default 16 MiB, or ``$GLUON_TB_PART_BYTES``).
+        part_secs: upload a part once its oldest record is this old
+            (default 30 s, or ``$GLUON_TB_PART_SECS``).
+        max_buffer_bytes: most bytes kept in memory per run while the store
+            fails; past it they are dropped (default ``4 * part_bytes``).
+        retries: attempts per upload before the error is reported.
+        retry_wait: seconds before the second attempt, doubled after each.
+        storage_options: keyword arguments of the fsspec file system
+            (``{"endpoint_url": ..., "key": ..., "secret": ...}`` for s3fs).
+    """
+
+    part_bytes: int = 0
+    part_secs: float = 0.0
+    max_buffer_bytes: int = 0
+    retries: int = 3
+    retry_wait: float = 0.5
+    storage_options: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        put = object.__setattr__
+        if not self.part_bytes:
+            put(self, "part_bytes", int(_env_number("GLUON_TB_PART_BYTES", 16 << 20)))
+        if not self.part_secs:
+            put(self, "part_secs", _env_number("GLUON_TB_PART_SECS", 30.0))
+        if not self.max_buffer_bytes:
+            put(self, "max_buffer_bytes", 4 * self.part_bytes)
+        for name in ("part_bytes", "max_buffer_bytes", "retries"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be a positive int, got {v!r}")
+        for name in ("part_secs", "retry_wait"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0:
+                raise ValueError(f"{name} must be a non-negative number, got {v!r}")
+        if self.max_buffer_bytes < self.part_bytes:
+            raise ValueError(f"max_buffer_bytes must be >= part_bytes ({self.part_bytes}), "
+                             f"got {self.max_buffer_bytes}")
+        if not isinstance(self.storage_options, Mapping):
+            raise TypeError(f"storage_options must be a dict, got {type(self.storage_options).__name__}")
+
+
+def _url_to_fs(url: str, storage_options: Mapping[str, Any]) -> Any:
+    try:
+        import fsspec.core
+    except ImportError as e:
+        raise ImportError(f"logdir {url!r} is a URL, which needs fsspec: "
+                          "pip install 'gluon-tb[remote]'") from e
+    protocol = _URL.match(url).group(1)  # type: ignore[union-attr]
+    try:
+        return fsspec.core.url_to_fs(url, **storage_options)
+    except ImportError as e:
+        extra = "s3" if protocol in ("s3", "s3a") else "remote"
+        raise ImportError(f"logdir {url!r} needs fsspec's backend for {protocol}:// "
+                          f"({e}); for s3://: pip install 'gluon-tb[{extra}]'") from e
+    except ValueError as e:
+        raise ValueError(f"logdir {url!r}: fsspec cannot open it ({e})") from e
+
+
+class Store:
+    """A remote log directory: whole objects written with bounded retries.
+
+    Example::
+
+        s = Store("memory://logs/run")
+        s.put(s.join("train", "x.tsv"), b"...")
+    """
+
+    def __init__(self, url: str, options: Optional[RemoteOptions] = None) -> None:
+        self.url = url.rstrip("/")
+        self.options = options or RemoteOptions()
+        fs, root = _url_to_fs(self.url, self.options.storage_options)
+        self._fs, self._pid = fs, os.getpid()
+        self.root = root.rstrip("/")
+        self.protocol = _URL.match(url).group(1).lower()  # type: ignore[union-attr]
+        self._dirs: set = set()
+
+    @property
+    def fs(self) -> Any:
+        if self._pid != os.getpid():  # forked child: a fresh client (fsspec's are not fork-safe)
+            self._fs, _ = _url_to_fs(self.url, self.options.storage_options)
+            self._pid = os.getpid()
+        return self._fs
+
+    def join(self, *parts: Optional[str]) -> str:
+        return posixpath.join(self.root, *[p for p in parts if p])
+
+    def url_of(self, path: str) -> str:
+        return self.fs.unstrip_protocol(path)
+
+    def _retrying(self, what: str, path: str, fn: Callable[..., Any], *args: Any) -> Any:
+        o = self.options
+        for attempt in range(o.retries):
+            try:
+                return fn(path, *args)
+            except _PERMANENT as e:
+                raise RemoteWriteError(f"could not {what} {self.url_of(path)}: "
+                                       f"{type(e).__name__}: {e}") from e
+            except Exception as e:
+                if attempt + 1 == o.retries:
+                    raise RemoteWriteError(
+                        f"could not {what} {self.url_of(path)} after {o.retries} attempts: "
+                        f"{type(e).__name__}: {e}") from e
+                time.sleep(o.retry_wait * 2 ** attempt)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def exists(self, path: str) -> bool:
+        return bool(self._retrying("check", path, self.fs.exists))
+
+    def put(self, path: str, data: bytes) -> None:
+        """Write the whole object ``path`` (an object store replaces it atomically)."""
+        parent = posixpath.dirname(path)
+        if self.protocol not in _OBJECT_STORES and parent not in self._dirs:
+            self._retrying("create", parent, lambda p: self.fs.makedirs(p, exist_ok=True))
+            self._dirs.add(parent)
+        self._retrying("write", path, self.fs.pipe_file, data)
+
+    def put_file(self, relpath: str, data: bytes) -> None:
+        """Write ``data`` to ``<logdir>/<relpath>``, refusing paths that leave the log directory."""
+        rel = posixpath.normpath(relpath.replace("\\", "/"))
+        if rel.startswith("/") or rel == ".." or rel.startswith("../") or rel == ".":
+            raise ValueError(f"refusing to write outside the log directory: {relpath!r}")
+        self.put(self.join(rel), data)
+
+
+def _count_records(chunks: List[bytes]) -> int:
+    n = 0
+    for buf in chunks:
+        i, end = 0, len(buf)
+        while i + 12 <= end:
+            i += 16 + _len_at(buf, i)[0]
+            n += 1
+    return n
+
+
+class RemoteEventFile:
+    """The event file of one run in a :class:`Store`, written as a series of parts.
+
+    The same interface as :class:`~._event_file.EventFile` (``write``,
+    ``sync``, ``close``, ``path``), plus ``due(now)`` and ``upload()`` for the
+    worker's timer, and ``discard()`` for a forked child.
+    """
+
+    def __init__(self, store: Store, directory: Optional[str] = None, suffix: str = "",
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.store = store
+        self.directory = store.join(directory)
+        self.suffix = suffix
+        self.options = store.options
+        self.path: Optional[str] = None  # URL of the last part written
+        self.parts = 0
+        self._clock = clock
+        self._chunks: List[bytes] = []
+        self._nbytes = 0
+        self._since = 0.0
+        self._retry_at = 0.0
+        self._secs = 0
+
+    @property
+    def is_open(self) -> bool:
+        return bool(self._chunks)
+
+    @property
+    def pending_bytes(self) -> int:
+        return self._nbytes
+
+    def write(self, data: bytes) -> None:
+        """Buffer ``data`` (whole framed records); upload a part when ``part_bytes`` are buffered."""
+        if not data:
+            return
+        if not self._chunks:
+            self._since = self._clock()
+        self._chunks.append(bytes(data))
+        self._nbytes += len(data)
+        if self._nbytes >= self.options.part_bytes and (
+                self._clock() >= self._retry_at or self._nbytes > self.options.max_buffer_bytes):
+            self.upload()
+
+    def due(self, now: float) -> bool:
+        return (bool(self._chunks) and now >= self._retry_at
+                and now - self._since >= self.options.part_secs)
+
+    def upload(self, final: bool = False) -> None:
+        """Write what is buffered as one new part; on failure keep it (bounded) and raise."""
+        if not self._chunks:
+            return
+        data = b"".join(self._chunks)
+        self._chunks = [data]
+        secs = max(int(time.time()), self._secs)  # names never sort before an earlier part
+        head = frame(_proto.event(time.time(), 0, file_version=FILE_VERSION))
+        try:
+            for _ in range(100):  # never overwrite (the same host, pid and counter elsewhere)
+                path = posixpath.join(self.directory, event_file_name(secs, next_number(), self.suffix, 8))
+                if not self.store.exists(path):
+                    break
+            else:
+                raise RemoteWriteError(f"no free event file name in {self.store.url_of(self.directory)}")
+            self.store.put(path, head + data)
+        except RemoteWriteError as e:
+            if final or self._nbytes > self.options.max_buffer_bytes:
+                lost = _count_records(self._chunks)
+                self._drop()
+                raise RemoteWriteError(f"{e}; {lost} events could not be written and are lost",
+                                       lost) from e.__cause__
+            self._retry_at = self._clock() + self.options.part_secs
+            raise RemoteWriteError(f"{e}; the events are kept in memory and retried in "
+                                   f"{self.options.part_secs:g} s") from e.__cause__
+        self._secs = secs
+        self.path = self.store.url_of(path)
+        self.parts += 1
+        self._drop()
+
+    def _drop(self) -> None:
+        self._chunks, self._nbytes, self._retry_at = [], 0, 0.0
+
+    def sync(self) -> None:
+        """Upload now what is buffered (``flush(fsync=True)``)."""
+        self.upload()
+
+    def close(self) -> None:
+        self.upload(final=True)
+
+    def discard(self) -> None:
+        """Forget what is buffered without writing it (a forked child holds the parent's copy)."""
+        self._drop()
+
+
+def flush_before_shutdown(pipeline: Any) -> None:
+    """Flush ``pipeline`` when the main thread ends, before Python shuts its thread pools down.
+
+    ``atexit`` comes too late for a remote store: by then asyncio can no longer
+    resolve a host name (its executor refuses new work), so uploads would fail.
+    The writers are only flushed here, not closed: a non-daemon thread may
+    still be logging; ``atexit`` closes them later as for local files.
+    """
+    global _hooked
+    _live.add(pipeline)
+    if _hooked:
+        return
+    _hooked = True
+    import concurrent.futures.thread  # noqa: F401  registers its hook first, so ours runs before it
+
+    register = getattr(threading, "_register_atexit", None)
+    if register is not None:
+        register(_flush_live)
+
+
+def _flush_live() -> None:
+    from ._pipeline import FLUSH
+
+    for p in list(_live):
+        try:
+            if p._alive():  # started and not closed
+                p.sync(FLUSH, timeout=30.0)
+                if p.error is not None:
+                    log.warning("gluon_tb: could not write %s at exit: %s", p.logdir, p.error)
+        except Exception:  # never let logging break interpreter shutdown
+            log.exception("gluon_tb: could not flush %s at exit", getattr(p, "logdir", "?"))
