@@ -182,3 +182,11 @@ def test_drop_mode_counts_what_it_dropped(tmp_path):
     dropped = readback.scalars(str(tmp_path), ".", "gluon_tb/dropped_events")
     assert dropped, "nothing was dropped: the test did not exercise drop mode"
     assert len(kept) + dropped[-1][1] == 20000
+
+
+def test_steps_at_every_varint_size_boundary(tmp_path):
+    steps = [0, 1, 127, 128, 129, 16383, 16384, 2097151, 2097152, 2**35, 2**62]
+    with SummaryWriter(tmp_path) as w:
+        for s in steps:
+            w.add_scalar("s", float(s % 1000), s)
+    assert readback.scalars(str(tmp_path), ".", "s") == [(s, float(s % 1000)) for s in steps]

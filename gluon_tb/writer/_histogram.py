@@ -203,10 +203,11 @@ def _count_keyed(x: np.ndarray, table: _Table) -> np.ndarray:
         np.greater_equal(xs, g, out=a)
         above_cell += np.bincount(c[a], minlength=ncells)
     n = table.nbuckets
-    counts = np.zeros(n + 3, dtype=np.int64)
-    np.add.at(counts, table.base, per_cell - above_cell)
-    np.add.at(counts, table.base + 1, above_cell)
-    return counts[1:n + 1]
+    # scatter the 65536 cell totals into buckets: bincount with weights is ~25x faster than
+    # np.add.at here; float64 weights are exact for counts below 2**53
+    below = np.bincount(table.base, weights=per_cell - above_cell, minlength=n + 3)
+    over = np.bincount(table.base + 1, weights=above_cell, minlength=n + 3)
+    return (below + over)[1:n + 1].astype(np.int64)
 
 
 # ---------------------------------------------------------------- worker side

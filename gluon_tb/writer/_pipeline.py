@@ -33,7 +33,7 @@ from ._storage import local_path
 log = logging.getLogger("gluon_tb")
 
 SCALAR, SUMMARY, ACTION, FLUSH, STOP = range(5)
-SCALAR_COST = 96  # bytes one queued scalar costs, tuple and floats included
+SCALAR_COST = 176  # bytes one queued scalar costs: its tuple, float, int and deque slot (tracemalloc)
 DEFAULT_MAX_QUEUE_BYTES = 64 << 20
 _BATCH = 16384  # most items the worker takes per round
 DROPPED_TAG = "gluon_tb/dropped_events"
@@ -147,7 +147,9 @@ class Pipeline:
             self._start()
             if not nbytes:
                 return True  # first scalar: just start the worker, it wakes on its own
-        self._wake.set()
+        wake = self._wake
+        if not wake.is_set():  # setting an Event takes its lock: skip when already set
+            wake.set()
         if self._used() + nbytes <= self.max_queue_bytes:
             return True
         if self.on_full == "drop":
@@ -297,8 +299,12 @@ class Pipeline:
                 if len(prefixes) > 100_000:
                     prefixes.clear()
                 prefix = prefixes[tag] = _proto.scalar_prefix(tag)
-            if 0 < step < 0x80:
+            if 0 < step < 0x80:  # Event.step as a varint, the common sizes inline
                 sf = bytes((0x10, step))
+            elif 0x80 <= step < 0x4000:
+                sf = bytes((0x10, (step & 0x7F) | 0x80, step >> 7))
+            elif 0x4000 <= step < 0x200000:
+                sf = bytes((0x10, (step & 0x7F) | 0x80, ((step >> 7) & 0x7F) | 0x80, step >> 14))
             else:
                 sf = _proto.step_field(step)
             out.append(pack_head(0x09, wall) + sf + prefix + f32(value))  # type: ignore[union-attr]
