@@ -192,6 +192,15 @@ class RunWriters:
                           "training goes on (on_error='warn'), later writer errors are only counted",
                           RuntimeWarning, stacklevel=4)
 
+    def add_graph(self, run: str, net: Any) -> None:
+        """Log ``net``'s graph; a net that cannot give one is skipped with one message."""
+        try:
+            self.writer(run).add_graph(net)
+        except (TypeError, ValueError) as e:
+            self.say_once("graph", f"gluon_tb: the graph is not logged: {e}")
+        except Exception as e:  # noqa: BLE001 - the error policy decides
+            self.failed(e)
+
     def say_once(self, key: str, msg: str, level: int = logging.INFO) -> None:
         if key not in self._told:
             self._told.add(key)
@@ -282,16 +291,3 @@ def loss_mean(losses: List[Any]) -> Any:
         return losses[0].mean()
     total, count = loss_total(losses)
     return total / float(count)
-
-
-def for_display(x: Any) -> Any:
-    """Floats scaled to [0, 1] by the batch's min and max (asynchronous for NDArrays)."""
-    import numpy as np
-
-    if np.dtype(x.dtype).kind != "f":
-        return x
-    if isinstance(x, np.ndarray):
-        lo, hi = x.min(), x.max()
-        return (x - lo) / max(float(hi - lo), 1e-12)
-    lo, hi = x.min(), x.max()
-    return (x - lo) / (hi - lo + 1e-12)

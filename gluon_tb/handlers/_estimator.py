@@ -31,11 +31,12 @@ from mxnet.gluon.contrib.estimator.event_handler import BatchEnd, EpochBegin, Ep
 
 from ._base import (ON_ERROR, TRAIN, VALIDATION, ParamFilter, RunWriters, Wrap, batch_gradient, check_bool, check_choice,
                     check_hparams, check_logdir, check_positive_int, check_positive_number,
-                    for_display, is_loss, loss_mean, loss_total, param_selector,
+                    is_loss, loss_mean, loss_total, param_selector,
                     scores, wrap)
 from ._filters import ConvFilters, check_conv_filters
 from ._health import GradHealth, HealthMonitor, check_grad_health
 from ._projector import Embeddings, Projector, check_embeddings
+from ._inputs import log_first_batch
 from ._schedule import Period, schedule
 
 __all__ = ["TensorBoardHandler"]
@@ -208,7 +209,7 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
             for tag, v in scores(estimator.train_metrics, skip_loss=bool(losses)):
                 self._out.write(TRAIN, "add_scalar", f"batch_{tag}", v, k)
         if self._in_epoch == 0 and self._images:
-            self._first_batch(batch)
+            log_first_batch(self._out, batch, self._max_images, self._epoch)
         if not self._graph_done:
             self._add_graph(estimator.net)
         if self._hist.every is not None and self._hist.due(k) or self._grads_at == k and self._hist_done:
@@ -351,24 +352,6 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
             return
         self._epoch_scores(VALIDATION, pairs, epoch)
 
-    def _first_batch(self, batch: Any) -> None:
-        if not (isinstance(batch, (list, tuple)) and len(batch) == 2):
-            self._out.say_once("pairs", "gluon_tb: training batches are not [data, label] pairs; "
-                               "first_batch images are not logged", logging.WARNING)
-            return
-        x = batch[0]
-        shape = tuple(getattr(x, "shape", ()))
-        if len(shape) == 4 and shape[1] in (1, 3):
-            fmt = "NCHW"
-        elif len(shape) == 3:
-            fmt = "NHW"
-        else:
-            self._out.say_once("not-images", f"gluon_tb: inputs of shape {shape} do not look like "
-                               "images; first_batch is not logged")
-            return
-        x = for_display(x[: self._max_images])
-        self._out.write(TRAIN, "add_images", "first_batch", x, self._epoch, dataformats=fmt)
-
     def _add_graph(self, net: Any) -> None:
         self._graph_done = True
         if not self._graph:
@@ -377,9 +360,4 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
             self._out.say_once("graph", "gluon_tb: the graph is not logged: the net is not a "
                                "hybridized HybridBlock (call net.hybridize() before fit)")
             return
-        try:
-            self._out.writer(TRAIN).add_graph(net)
-        except (TypeError, ValueError) as e:
-            self._out.say_once("graph", f"gluon_tb: the graph is not logged: {e}")
-        except Exception as e:  # noqa: BLE001 - the error policy decides
-            self._out.failed(e)
+        self._out.add_graph(TRAIN, net)

@@ -122,9 +122,4 @@ class TensorBoardCallback:
         self._graph_done = True
         if not self._graph:
             return
-        try:
-            self._out.writer(TRAIN).add_graph(symbol)
-        except (TypeError, ValueError) as e:
-            self._out.say_once("graph", f"gluon_tb: the graph is not logged: {e}")
-        except Exception as e:  # noqa: BLE001 - the error policy decides
-            self._out.failed(e)
+        self._out.add_graph(TRAIN, symbol)

@@ -18,7 +18,8 @@ from typing import Any, List, Optional, Union
 
 from ..writer._convert import describe
 from ..writer._probe import LayerProbe, classifier, context_of, find_block
-from ._base import TRAIN, RunWriters, check_positive_int, for_display, wrap
+from ._base import TRAIN, RunWriters, check_positive_int, wrap
+from ._inputs import for_display
 
 
 class Embeddings:
