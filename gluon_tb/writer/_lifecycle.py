@@ -13,7 +13,7 @@ import os
 import signal
 import threading
 import weakref
-from typing import Any, Callable
+from typing import Any
 
 log = logging.getLogger("gluon_tb")
 
@@ -69,6 +69,3 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.kill(os.getpid(), signal.SIGTERM)
 
-
-def sigterm_handler() -> Callable[[int, Any], None]:
-    return _on_sigterm

@@ -336,9 +336,15 @@ class Pipeline:
             try:
                 f.write(frame_many(records))
             except Exception as e:
-                self.dropped += getattr(e, "lost_records", len(records))
-                self._dropped_reported = self.dropped  # cannot be written either
-                self._fail(e)
+                self._lost(e, len(records))
+
+    def _lost(self, e: BaseException, default: int) -> None:
+        """Count the records a failed write or upload lost (``e.lost_records`` when it
+        says, else ``default``) and keep the error for the producer. The count is not
+        logged as ``dropped_events``: that write would fail the same way."""
+        self.dropped += getattr(e, "lost_records", default)
+        self._dropped_reported = self.dropped
+        self._fail(e)
 
     def _new_file(self, run: Optional[str]) -> Any:
         if self._store is not None:
@@ -353,9 +359,7 @@ class Pipeline:
                 try:
                     f.upload()
                 except Exception as e:
-                    self.dropped += getattr(e, "lost_records", 0)
-                    self._dropped_reported = self.dropped
-                    self._fail(e)
+                    self._lost(e, 0)
 
     def _fsync_all(self) -> None:
         for f in self._files.values():
@@ -366,8 +370,7 @@ class Pipeline:
             try:
                 f.close()
             except OSError as e:
-                self.dropped += getattr(e, "lost_records", 0)
-                self._fail(e)
+                self._lost(e, 0)
 
     # ------------------------------------------------------------ lifecycle
     def event_paths(self) -> Dict[Optional[str], str]:

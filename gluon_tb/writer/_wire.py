@@ -76,10 +76,6 @@ def f_packed_floats(field: int, values: Sequence[float] | np.ndarray) -> bytes:
     return f_bytes(field, payload)
 
 
-def f_packed_varints(field: int, values: Iterable[int]) -> bytes:
-    return f_bytes(field, b"".join(varint(int(v)) for v in values))
-
-
 def f_repeated_str(field: int, values: Iterable[str | bytes]) -> bytes:
     return b"".join(
         f_bytes(field, v if isinstance(v, bytes) else v.encode("utf-8")) for v in values
