@@ -43,6 +43,25 @@ def test_ndarray_scalars_are_read_on_the_worker_and_keep_the_value_at_the_call(t
     assert readback.scalars(str(tmp_path), ".", "nd0") == [(0, 4.0)]
 
 
+def test_add_mean_averages_every_element_of_every_array_at_the_call(tmp_path):
+    mx = pytest.importorskip("mxnet")
+    with SummaryWriter(str(tmp_path)) as w:
+        a, b = mx.nd.array([1, 2, 3]), mx.nd.array([[4.0]])
+        w.add_mean("m", [a, b], 0)  # 10 / 4
+        a[:] = 100  # written after the call: not seen
+        w.add_mean("m", np.array([1, 2], np.int64), 1)
+        w.add_mean("m", (mx.nd.array([1, 2]), np.array([3.0, 4, 5, 6])), 2)  # 21 / 6
+        w.add_mean("m", mx.nd.array([np.nan, 1]), 3)
+        for bad, exc in (([], ValueError), ("x", TypeError), (np.array([]), ValueError),
+                         ([None], TypeError), (np.array(["a"]), TypeError)):
+            with pytest.raises(exc, match="values must"):
+                w.add_mean("m", bad, 4)
+        w.add_mean("m", [np.float32(0.5)], 5)  # still working after the bad calls
+    got = readback.scalars(str(tmp_path), ".", "m")
+    assert [s for s, _ in got] == [0, 1, 2, 3, 5]
+    assert [v for _, v in got][:3] == [2.5, 1.5, 3.5] and math.isnan(got[3][1]) and got[4][1] == 0.5
+
+
 def test_non_finite_scalars_are_logged_as_they_are(tmp_path):
     with SummaryWriter(tmp_path) as w:
         w.add_scalar("x", float("nan"), 0)

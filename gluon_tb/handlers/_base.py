@@ -283,11 +283,3 @@ def loss_total(losses: List[Any]) -> Tuple[Any, int]:
     for l in losses[1:]:
         total = total + l.sum().as_in_context(ctx)
     return total, sum(int(l.size) for l in losses)
-
-
-def loss_mean(losses: List[Any]) -> Any:
-    """Mean over all elements of the per-device losses, as an NDArray (no host sync)."""
-    if len(losses) == 1:
-        return losses[0].mean()
-    total, count = loss_total(losses)
-    return total / float(count)

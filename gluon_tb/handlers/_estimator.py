@@ -31,7 +31,7 @@ from mxnet.gluon.contrib.estimator.event_handler import BatchEnd, EpochBegin, Ep
 
 from ._base import (ON_ERROR, TRAIN, VALIDATION, ParamFilter, RunWriters, Wrap, batch_gradient, check_bool, check_choice,
                     check_hparams, check_logdir, check_positive_int, check_positive_number,
-                    is_loss, loss_mean, loss_total, param_selector,
+                    is_loss, loss_total, param_selector,
                     scores, wrap)
 from ._filters import ConvFilters, check_conv_filters
 from ._health import GradHealth, HealthMonitor, check_grad_health
@@ -205,7 +205,7 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
             self._own_count += count
         if self._every.due(k):
             if losses:
-                self._out.write(TRAIN, "add_scalar", "batch_loss", loss_mean(losses), k)
+                self._out.write(TRAIN, "add_mean", "batch_loss", losses, k)
             for tag, v in scores(estimator.train_metrics, skip_loss=bool(losses)):
                 self._out.write(TRAIN, "add_scalar", f"batch_{tag}", v, k)
         if self._in_epoch == 0 and self._images:

@@ -48,6 +48,34 @@ def to_numpy(x: Any, name: str) -> np.ndarray:
         raise TypeError(f"{name} must be an array, got {describe(x)}: {e}") from None
 
 
+class _DLPackOf:
+    """What ``np.from_dlpack`` asks of a producer, for an MXNet 1.x NDArray on the CPU."""
+
+    __slots__ = ("nd",)
+
+    def __init__(self, nd: Any) -> None:
+        self.nd = nd
+
+    def __dlpack__(self, stream: Any = None) -> Any:
+        return self.nd.to_dlpack_for_read()  # waits for pending writes on MXNet's engine
+
+    def __dlpack_device__(self) -> tuple:
+        return (1, 0)  # kDLCPU
+
+
+def host_view(nd: Any) -> np.ndarray:
+    """A read-only numpy view of a CPU NDArray's memory (no copy), else ``asnumpy()``.
+
+    Waits for MXNet's engine: worker side only. The view keeps the NDArray alive.
+    """
+    if getattr(nd, "context", None) is not None and nd.context.device_type == "cpu":
+        try:
+            return np.from_dlpack(_DLPackOf(nd))
+        except Exception:  # an old numpy, a dtype DLPack lacks: copy instead
+            pass
+    return nd.asnumpy()
+
+
 def check_tag(tag: Any, name: str = "tag") -> str:
     """A tag is a non-empty str of at most ``MAX_TAG_LEN`` characters."""
     if type(tag) is not str:

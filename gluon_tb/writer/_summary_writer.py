@@ -194,6 +194,37 @@ class SummaryWriter:
         wall = _time() if walltime is None else check_walltime(walltime)
         self._p.put_scalar((SCALAR, run, tag, value, step, wall))
 
+    def add_mean(self, tag: str, values: Any, global_step: Optional[int] = None,
+                 walltime: Optional[float] = None) -> None:
+        """Log the mean of every element of ``values`` as one scalar.
+
+        ``values`` is an array (numpy or MXNet NDArray) or a list of them, for
+        instance the per-sample losses of a batch on each device; the mean is over
+        all their elements together. For NDArrays the per-array means are queued
+        on MXNet's engine and read on the writer thread, so this costs the training
+        thread one asynchronous MXNet operation per array and no wait (``add_scalar``
+        of ``loss.mean()`` costs two: the mean and the copy it must take).
+
+        Example::
+
+            with autograd.record():
+                loss = loss_fn(net(x), y)
+            sw.add_mean("batch_loss", loss, global_step=i)
+        """
+        if self._closed or self._p.error is not None:
+            self._check()
+        if type(tag) is not str or not tag or len(tag) > MAX_TAG_LEN:
+            tag = check_tag(tag)
+        value = _mean_of(values)
+        if global_step is None:
+            step = 0
+        elif type(global_step) is int and global_step >= 0:
+            step = global_step
+        else:
+            step = check_step(global_step)
+        wall = _time() if walltime is None else check_walltime(walltime)
+        self._p.put_scalar((SCALAR, None, tag, value, step, wall))
+
     # ------------------------------------------------------------ arrays
     def add_histogram(self, tag: str, values: Any, global_step: Optional[int] = None,
                       bins: Any = "default", walltime: Optional[float] = None) -> None:
@@ -388,6 +419,62 @@ class SummaryWriter:
             self._close_at_exit()
         except Exception:
             pass
+
+
+class _Mean:
+    """Per-array means queued on MXNet's engine; ``float()`` (worker side) combines them.
+
+    The means are fresh arrays nobody else holds, so unlike an NDArray given to
+    ``add_scalar`` they need no copy.
+    """
+
+    __slots__ = ("parts", "known")
+
+    def __init__(self, parts: List[tuple], known: tuple) -> None:
+        self.parts = parts  # [(NDArray holding one mean, element count)]
+        self.known = known  # (sum, count) of the numpy arrays among the values
+
+    def __float__(self) -> float:
+        total, count = self.known
+        for mean, n in self.parts:
+            total += float(mean.asnumpy().reshape(-1)[0]) * n
+            count += n
+        return total / count
+
+
+def _mean_of(values: Any) -> Any:
+    """Check ``values`` of ``add_mean``; returns a float or a :class:`_Mean`."""
+    arrays = values if isinstance(values, (list, tuple)) else [values]
+    if not arrays:
+        raise ValueError("values must be an array or a non-empty list of arrays, got an empty "
+                         f"{type(values).__name__}")
+    parts: List[tuple] = []
+    total, count = 0.0, 0
+    for a in arrays:
+        if is_ndarray(a):
+            n = a.size
+            _check_mean_part(np.dtype(a.dtype), n, a)
+            parts.append((a.mean() if a.shape else a.reshape((1,)), n))
+            continue
+        if isinstance(a, (str, bytes)) or a is None:
+            raise TypeError(f"values must be an array or a list of arrays, got {describe(a)}")
+        try:
+            arr = np.asarray(a)
+        except Exception as e:  # ragged lists and the like
+            raise TypeError(f"values must be numeric arrays, got {describe(a)}: {e}") from None
+        _check_mean_part(arr.dtype, arr.size, a)
+        total += float(arr.sum(dtype=np.float64))
+        count += arr.size
+    if not parts:
+        return total / count
+    return _Mean(parts, (total, count))
+
+
+def _check_mean_part(dtype: np.dtype, size: int, a: Any) -> None:
+    if dtype.kind not in "biuf":
+        raise TypeError(f"values must be numeric arrays (bool, int or float), got {describe(a)}")
+    if size == 0:
+        raise ValueError(f"values must be non-empty arrays, got {describe(a)}")
 
 
 def _scalar_value(value: Any) -> Any:
