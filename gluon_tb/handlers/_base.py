@@ -148,7 +148,9 @@ class RunWriters:
 
     ``on_error="raise"`` lets a writer error propagate (it stops training);
     ``"warn"`` issues one ``RuntimeWarning`` for the first error, counts the rest and
-    lets training go on.
+    lets training go on. In distributed training ``prefix`` (``"worker_<rank>"``) puts
+    the runs of one worker in a directory of their own, and ``muted`` makes every
+    write a no-op (the workers other than rank 0).
     """
 
     def __init__(self, logdir: str, on_error: str, flush_secs: float) -> None:
@@ -156,18 +158,22 @@ class RunWriters:
         self.on_error = on_error
         self.flush_secs = flush_secs
         self.errors = 0
+        self.prefix = ""
+        self.muted = False
         self._open: Dict[str, SummaryWriter] = {}
         self._told: set = set()
 
     def writer(self, run: str) -> SummaryWriter:
         w = self._open.get(run)
         if w is None:
-            w = self._open[run] = SummaryWriter(os.path.join(self.logdir, run),
+            w = self._open[run] = SummaryWriter(os.path.join(self.logdir, self.prefix, run),
                                                 flush_secs=self.flush_secs)
         return w
 
     def write(self, run: str, method: str, *args: Any, **kwargs: Any) -> bool:
         """Call ``SummaryWriter.<method>`` of ``run``; False when it failed under ``"warn"``."""
+        if self.muted:
+            return True
         try:
             getattr(self.writer(run), method)(*args, **kwargs)
             return True
@@ -177,6 +183,8 @@ class RunWriters:
 
     def apply(self, run: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """``fn(writer of run, *args, **kwargs)`` under the error policy (None when it failed)."""
+        if self.muted:
+            return None
         try:
             return fn(self.writer(run), *args, **kwargs)
         except Exception as e:  # noqa: BLE001 - the policy decides
@@ -194,6 +202,8 @@ class RunWriters:
 
     def add_graph(self, run: str, net: Any) -> None:
         """Log ``net``'s graph; a net that cannot give one is skipped with one message."""
+        if self.muted:
+            return
         try:
             self.writer(run).add_graph(net)
         except (TypeError, ValueError) as e:

@@ -33,6 +33,7 @@ from ._base import (ON_ERROR, TRAIN, VALIDATION, ParamFilter, RunWriters, Wrap, 
                     check_hparams, check_logdir, check_positive_int, check_positive_number,
                     is_loss, loss_total, param_selector,
                     scores, wrap)
+from ._dist import DISTRIBUTED, Worker, WorkerMean, detect, place
 from ._filters import ConvFilters, check_conv_filters
 from ._health import GradHealth, HealthMonitor, check_grad_health
 from ._projector import Embeddings, Projector, check_embeddings
@@ -95,6 +96,13 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
         grad_health: ``True`` or :class:`GradHealth`: ``grad_norm/``, ``weight_norm/``,
             ``update_ratio/`` scalars and non-finite/vanishing/exploding detectors on the
             ``histogram_period`` schedule (see ``_health.py``).
+        distributed: with several workers (a ``dist_*`` kvstore, Horovod, or an MPI/Slurm
+            launcher; see ``_dist.py``): ``"rank0"`` (default): only rank 0 writes, and the
+            epoch values are the mean over all workers (``epoch_samples_per_second`` their
+            sum), combined through the kvstore or Horovod; batch values, histograms and the
+            rest are rank 0's own. Give the handler to *every* worker: the averaging is a
+            collective call. ``"all"``: every worker writes its own values under
+            ``<logdir>/worker_<rank>/``.
     """
 
     #: After ``MetricHandler``/``ValidationHandler`` (-1000) and user handlers (0),
@@ -107,7 +115,7 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
                  hparams: Optional[Mapping[str, Any]] = None, on_error: str = "raise",
                  flush_secs: float = 2.0, conv_filters: Union[bool, str] = False,
                  embeddings: Union[None, bool, int, Embeddings] = None,
-                 grad_health: Union[bool, GradHealth] = False) -> None:
+                 grad_health: Union[bool, GradHealth] = False, distributed: str = "rank0") -> None:
         self._out = RunWriters(check_logdir(logdir), check_choice(on_error, "on_error", ON_ERROR),
                                check_positive_number(flush_secs, "flush_secs"))
         self._every = schedule(batch_period, "batch_period")
@@ -117,6 +125,9 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
         self._max_images = check_positive_int(max_images, "max_images")
         self._graph = check_bool(graph, "graph")
         self._hparams = check_hparams(hparams)
+        self._dist_mode = check_choice(distributed, "distributed", DISTRIBUTED)
+        self._worker = Worker()
+        self._mean = WorkerMean(self._worker)
         self._step = 0  # global index of the batch being processed
         self._epoch = 0
         self._graph_done = False
@@ -153,6 +164,11 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
         return self._out.logdir
 
     @property
+    def worker(self) -> Worker:
+        """This process's rank and worker count, as found at ``train_begin``."""
+        return self._worker
+
+    @property
     def health_events(self) -> Dict[str, int]:
         """``{detector: batch}`` of the ``grad_health`` detectors that fired (empty without it)."""
         return dict(self._health.fired) if self._health else {}
@@ -164,7 +180,8 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
         self._fit_first = self._step
         self._in_epoch, self._epoch_len, self._chosen = 0, None, None
         self._val_seen, self._final = self._val_batches, {}
-        if not self._hist.never:
+        self._join(estimator.trainer)
+        if not self._hist.never and not self._out.muted:
             tap = wrap(estimator.trainer, ("step", "allreduce_grads"), self._before_update)
             if tap is None:
                 self._out.say_once("tap", "gluon_tb: cannot hook the trainer; gradients are not logged",
@@ -177,9 +194,9 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
             self._taps.append(val)
         else:
             self._val_seen = None
-        if self._filters:
+        if self._filters and not self._out.muted:
             self._filters.train_begin(estimator.net)
-        hook = self._proj.train_begin(estimator) if self._proj else None
+        hook = self._proj.train_begin(estimator) if self._proj and not self._out.muted else None
         if hook is not None:
             self._taps.append(hook)
         if self._health:
@@ -208,6 +225,10 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
                 self._out.write(TRAIN, "add_mean", "batch_loss", losses, k)
             for tag, v in scores(estimator.train_metrics, skip_loss=bool(losses)):
                 self._out.write(TRAIN, "add_scalar", f"batch_{tag}", v, k)
+        if self._out.muted:  # a worker other than rank 0: only the epoch values are shared
+            self._step += 1
+            self._in_epoch += 1
+            return False
         if self._in_epoch == 0 and self._images:
             log_first_batch(self._out, batch, self._max_images, self._epoch)
         if not self._graph_done:
@@ -223,7 +244,7 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
         self._in_epoch += 1
         if self._health:
             self._health.finish(estimator.trainer, losses)
-            return self._health.stop
+            return self._stop_now()
         return False
 
     def epoch_end(self, estimator: Any, *args: Any, **kwargs: Any) -> bool:
@@ -231,12 +252,16 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
         pairs = scores(estimator.train_metrics)
         if self._own_count:
             pairs.insert(0, ("loss", self._own_loss / float(self._own_count)))
+        dt = time.perf_counter() - self._t0
+        rate = self._samples / dt if dt > 0 and self._in_epoch else float("nan")
+        val, fresh = self._validation(estimator.val_metrics)
+        pairs, rate, val = self._combine(pairs, rate, val)
         self._epoch_scores(TRAIN, pairs, e)
         self._out.write(TRAIN, "add_scalar", "epoch_learning_rate", estimator.trainer.learning_rate, e)
-        dt = time.perf_counter() - self._t0
-        if dt > 0 and self._in_epoch:
-            self._out.write(TRAIN, "add_scalar", "epoch_samples_per_second", self._samples / dt, e)
-        self._add_validation(estimator.val_metrics, e)
+        if rate == rate:
+            self._out.write(TRAIN, "add_scalar", "epoch_samples_per_second", rate, e)
+        if fresh and not all(v != v for _, v in val):  # all NaN: nothing was evaluated
+            self._epoch_scores(VALIDATION, val, e)
         if self._hist.per_epoch:
             if not self._hist_done and self._stash_at == last and self._in_epoch:
                 self._add_histograms("gradients", list(self._stash.items()), last)
@@ -244,19 +269,20 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
             if not self._cut_by_max_batch():
                 self._epoch_len = self._in_epoch
             self._stash, self._stash_at = {}, -1
-        if self._filters:
+        if self._filters and not self._out.muted:
             self._filters.epoch_end(e)
-        if self._proj:
+        if self._proj and not self._out.muted:
             self._proj.epoch_end(e)
         self._epoch += 1
         if self._health:
             self._health.finish(estimator.trainer)
-            return self._health.settle()
+            self._health.settle()
+            return self._stop_now()
         return False
 
     def train_end(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
         self._remove_taps()
-        if self._proj:
+        if self._proj and not self._out.muted:
             self._proj.log(max(self._epoch - 1, 0))
         if self._health:
             self._health.settle()
@@ -338,19 +364,44 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
             self._final[f"hparams/{run}/epoch_{tag}"] = v
             self._out.write(run, "add_scalar", f"epoch_{tag}", v, epoch)
 
-    def _add_validation(self, ms: List[Any], epoch: int) -> None:
+    def _validation(self, ms: List[Any]) -> Tuple[List[Tuple[str, float]], bool]:
+        """The validation values, and whether the estimator validated in this epoch."""
         if self._val_hooked:
             fresh = self._val_batches != self._val_seen
             self._val_seen = self._val_batches
         else:  # no hook: new values mean a new validation
             snap = tuple(tuple(m.get_name_value()) for m in ms)
             fresh, self._val_seen = snap != self._val_seen, snap
-        if not fresh:
-            return
         pairs = scores(ms)
-        if all(v != v for _, v in pairs):  # all NaN: nothing was evaluated
-            return
-        self._epoch_scores(VALIDATION, pairs, epoch)
+        if not fresh:  # still shared with the other workers, as NaN, so every call matches
+            pairs = [(tag, float("nan")) for tag, _ in pairs]
+        return pairs, fresh
+
+    def _join(self, trainer: Any) -> None:
+        """Find this worker's rank; rank 0 writes (or each worker its own runs)."""
+        w = detect(trainer)
+        self._worker = w
+        self._mean = place(self._out, w, self._dist_mode)
+
+    def _combine(self, pairs: List[Tuple[str, float]], rate: float,
+                 val: List[Tuple[str, float]]) -> Tuple[List[Tuple[str, float]], float, List[Tuple[str, float]]]:
+        """Means over the workers (the throughput: their sum); as they are with one worker."""
+        if not self._mean.shared:
+            return pairs, rate, val
+        n = len(pairs)
+        got = self._mean([v for _, v in pairs] + [rate] + [v for _, v in val])
+        return ([(t, got[i]) for i, (t, _) in enumerate(pairs)], got[n] * self._worker.size,
+                [(t, got[n + 1 + i]) for i, (t, _) in enumerate(val)])
+
+    def _stop_now(self) -> bool:
+        """A health detector's stop; not with several workers, whose collectives would hang."""
+        if not (self._health and self._health.stop):
+            return False
+        if self._worker.size > 1:
+            self._out.say_once("dist-stop", "gluon_tb: grad_health does not stop distributed "
+                               "training (the other workers would wait forever)", logging.WARNING)
+            return False
+        return True
 
     def _add_graph(self, net: Any) -> None:
         self._graph_done = True

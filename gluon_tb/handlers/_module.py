@@ -6,6 +6,7 @@ from typing import Any, Mapping, Optional, Union
 
 from ._base import (ON_ERROR, TRAIN, VALIDATION, ParamFilter, RunWriters, check_bool, check_choice,
                     check_logdir, check_positive_number, param_selector, scores)
+from ._dist import DISTRIBUTED, Worker, WorkerMean, detect, place
 from ._schedule import schedule
 
 __all__ = ["TensorBoardCallback"]
@@ -45,11 +46,15 @@ class TensorBoardCallback:
         on_error: ``"raise"``: a writer error stops training; ``"warn"``: one warning,
             training goes on.
         flush_secs: the most seconds an event waits in memory before it is written.
+        distributed: with a ``dist_*`` kvstore (or Horovod, or an MPI/Slurm launcher):
+            ``"rank0"`` (default): only rank 0 writes, epoch values are the mean over all
+            workers (pass the callback to every worker); ``"all"``: each worker writes
+            under ``<logdir>/worker_<rank>/``. As for :class:`TensorBoardHandler`.
     """
 
     def __init__(self, logdir: Union[str, "os.PathLike[str]"], *, batch_period: Optional[int] = 1,
                  weights: bool = True, params: ParamFilter = None, graph: bool = True,
-                 on_error: str = "raise", flush_secs: float = 2.0) -> None:
+                 on_error: str = "raise", flush_secs: float = 2.0, distributed: str = "rank0") -> None:
         self._out = RunWriters(check_logdir(logdir), check_choice(on_error, "on_error", ON_ERROR),
                                check_positive_number(flush_secs, "flush_secs"))
         self._every = schedule(batch_period, "batch_period")
@@ -59,6 +64,9 @@ class TensorBoardCallback:
         self._graph_done = False
         self._step = 0  # global index of the next training batch
         self._train_src: Any = None  # the training EvalMetric seen in the last batch
+        self._dist_mode = check_choice(distributed, "distributed", DISTRIBUTED)
+        self._worker: Optional[Worker] = None
+        self._mean = WorkerMean(Worker())
 
     @property
     def logdir(self) -> str:
@@ -71,8 +79,10 @@ class TensorBoardCallback:
         self._step += 1
         src = param.eval_metric
         self._train_src = src
+        module = (param.locals or {}).get("self")
+        if self._worker is None:
+            self._join(module)
         if not self._graph_done:
-            module = (param.locals or {}).get("self")
             self._add_graph(getattr(module, "symbol", None))
         if src is not None and self._every.due(k):
             for tag, v in scores([src], use_global=True):
@@ -84,7 +94,7 @@ class TensorBoardCallback:
         if not self._graph_done and symbol is not None:
             self._add_graph(symbol)
         if self._train_src is not None:
-            for tag, v in scores([self._train_src], use_global=True):
+            for tag, v in self._shared(scores([self._train_src], use_global=True)):
                 self._out.write(TRAIN, "add_scalar", f"epoch_{tag}", v, epoch)
         else:
             self._out.say_once("no-batches", "gluon_tb: pass the callback as batch_end_callback too, "
@@ -99,7 +109,7 @@ class TensorBoardCallback:
         """``eval_end_callback``: the validation values of the epoch."""
         if param.eval_metric is None:
             return
-        for tag, v in scores([param.eval_metric], use_global=True):
+        for tag, v in self._shared(scores([param.eval_metric], use_global=True)):
             self._out.write(VALIDATION, "add_scalar", f"epoch_{tag}", v, param.epoch)
 
     def flush(self) -> None:
@@ -115,6 +125,22 @@ class TensorBoardCallback:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+    @property
+    def worker(self) -> Optional[Worker]:
+        """This process's rank and worker count (known from the first batch on)."""
+        return self._worker
+
+    def _join(self, module: Any) -> None:
+        w = detect(kvstore=getattr(module, "_kvstore", None))
+        self._worker = w
+        self._mean = place(self._out, w, self._dist_mode)
+
+    def _shared(self, pairs: list) -> list:
+        """The pairs with their values averaged over the workers (collective when shared)."""
+        if not self._mean.shared:
+            return pairs
+        return list(zip([t for t, _ in pairs], self._mean([v for _, v in pairs])))
 
     def _add_graph(self, symbol: Any) -> None:
         if symbol is None:
