@@ -112,3 +112,24 @@ def test_dist_async_averages_too(tmp_path):
     want = [(a + b) / 2 for a, b in zip(*own)]
     assert epoch_values(logdir, "train", "epoch_accuracy") == pytest.approx(want, rel=1e-6)
     assert {run for run, _ in readback.tags(logdir)} == {"train", "validation"}
+
+
+@pytest.mark.parametrize("on_kvstore", ["0", "1"])
+def test_module_callback_rank0(tmp_path, on_kvstore):
+    """Module names its keys: averaged with MXNET_UPDATE_ON_KVSTORE=0, else rank 0's own values."""
+    logdir, out = str(tmp_path / "logs"), str(tmp_path / "worker_{rank}.json")
+    run_cluster([sys.executable, os.path.join(HERE, "dist_module_worker.py"), logdir, "rank0", out],
+                num_workers=2, timeout=120,
+                env={"PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+                     "MXNET_UPDATE_ON_KVSTORE": on_kvstore})
+    recs = []
+    for r in range(2):
+        with open(out.format(rank=r)) as f:
+            recs.append(json.load(f))
+    assert [rec["worker"] for rec in recs] == [[0, 2, "kvstore:dist_sync"], [1, 2, "kvstore:dist_sync"]]
+    assert {os.path.basename(p).split(".")[-2] for p in readback.event_files(logdir)} == {str(recs[0]["pid"])}
+    assert {run for run, _ in readback.tags(logdir)} == {"train", "validation"}
+    for run in ("train", "validation"):
+        assert recs[0][run] != recs[1][run]
+        want = [(a + b) / 2 for a, b in zip(recs[0][run], recs[1][run])] if on_kvstore == "0" else recs[0][run]
+        assert epoch_values(logdir, run, "epoch_accuracy") == pytest.approx(want, rel=1e-6)

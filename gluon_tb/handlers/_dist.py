@@ -23,6 +23,11 @@ value, untouched, so the optimizer that the servers run under
 values. It works the same in ``dist_async``. Every worker must make the same calls
 in the same order: the handler must be given to every worker, not only to rank 0.
 Under Horovod the mean is ``hvd.allreduce``.
+
+``Module`` names its kvstore keys, and a name must be initialised (by rank 0 alone)
+before anyone pushes to it; so there the values are summed on one shared key, which
+needs servers without an optimizer (``MXNET_UPDATE_ON_KVSTORE=0``). With MXNet's default
+(the servers run the optimizer) rank 0 logs its own epoch values, and says so.
 """
 from __future__ import annotations
 
@@ -50,6 +55,8 @@ class Worker:
     size: int = 1
     source: str = "single"
     kvstore: Any = None  # the distributed kvstore, when that is the source
+    string_keys: bool = False  # the kvstore's keys are names (Module) rather than ints (Trainer)
+    server_optimizer: bool = False  # the servers run the optimizer (update_on_kvstore)
 
 
 def _horovod() -> Optional[Any]:
@@ -100,15 +107,26 @@ def from_env(environ: Optional[dict] = None) -> Worker:
     return Worker()
 
 
-def detect(trainer: Any = None, kvstore: Any = None) -> Worker:
-    """Rank and count of this worker (see the module docstring for the order)."""
+def detect(trainer: Any = None, kvstore: Any = None, module: Any = None) -> Worker:
+    """Rank and count of this worker (see the module docstring for the order).
+
+    Give the Gluon ``trainer``, or the ``Module`` (whose kvstore exists once ``fit`` has
+    called ``init_optimizer``), or a ``kvstore`` itself.
+    """
     hvd = _horovod()
     if hvd is not None:
         return Worker(int(hvd.rank()), int(hvd.size()), "horovod")
+    owner = module if module is not None else trainer
+    if kvstore is None and module is not None:
+        kvstore = getattr(module, "_kvstore", None)
     kv = kvstore if kvstore is not None and "dist" in str(getattr(kvstore, "type", "")) \
         else kvstore_of(trainer)
     if kv is not None:
-        return Worker(int(kv.rank), int(kv.num_workers), f"kvstore:{kv.type}", kv)
+        on_kv = getattr(owner, "_update_on_kvstore", None)
+        if on_kv is None:  # not decided yet: MXNet's rule for a dist kvstore
+            on_kv = "async" in kv.type or os.environ.get("MXNET_UPDATE_ON_KVSTORE", "1") != "0"
+        return Worker(int(kv.rank), int(kv.num_workers), f"kvstore:{kv.type}", kv,
+                      string_keys=module is not None, server_optimizer=bool(on_kv))
     return from_env()
 
 
@@ -121,9 +139,18 @@ class WorkerMean:
 
     @property
     def shared(self) -> bool:
-        """True when the values really are combined across workers."""
+        """True when the values really are combined across workers.
+
+        Not with a name-keyed kvstore (``Module``) whose servers run the optimizer: a name
+        must be initialised (by rank 0 alone) before anyone can push to it, and a push to
+        an initialised key goes through the servers' optimizer.
+        """
         w = self.worker
-        return w.size > 1 and (w.kvstore is not None or w.source == "horovod")
+        if w.size == 1:
+            return False
+        if w.kvstore is not None:
+            return not (w.string_keys and w.server_optimizer)
+        return w.source == "horovod"
 
     def __call__(self, values: Sequence[float]) -> List[float]:
         if not self.shared or not values:
@@ -152,6 +179,14 @@ class WorkerMean:
         import mxnet as mx
 
         w, kv = self.worker, self.worker.kvstore
+        if w.string_keys:  # no optimizer on the servers: a shared key simply sums the pushes
+            key = f"gluon_tb/epoch_values/{self._round}"
+            self._round += 1
+            kv.init(key, mx.nd.zeros(packed.shape))  # collective: rank 0 sets it, all wait
+            kv.push(key, mx.nd.array(packed, dtype="float32"))
+            total = mx.nd.zeros(packed.shape)
+            kv.pull(key, out=total)  # ordered after the push; the servers answer once all pushed
+            return total.asnumpy().astype(np.float64)
         first = _KEY_BASE + self._round * w.size
         if first + w.size >= 2 ** 31:
             raise RuntimeError("gluon_tb: out of kvstore keys for averaging epoch values")
@@ -182,16 +217,18 @@ def place(out: Any, worker: Worker, mode: str) -> WorkerMean:
     """
     out.prefix = f"worker_{worker.rank}" if mode == "all" and worker.size > 1 else ""
     out.muted = mode == "rank0" and worker.rank != 0
-    if worker.size > 1:
-        out.say_once("dist", _describe(worker, mode))
-    return WorkerMean(worker if mode == "rank0" else Worker())
-
-
-def _describe(worker: Worker, mode: str) -> str:
+    mean = WorkerMean(worker if mode == "rank0" else Worker())
     if worker.size == 1:
-        return "gluon_tb: single worker"
+        return mean
+    who = f"gluon_tb: worker {worker.rank} of {worker.size} ({worker.source})"
     if mode == "all":
-        return (f"gluon_tb: worker {worker.rank} of {worker.size} ({worker.source}) writes its "
-                f"own runs under worker_{worker.rank}/")
-    return (f"gluon_tb: worker {worker.rank} of {worker.size} ({worker.source}); only rank 0 "
-            "writes, epoch values are the mean over all workers")
+        out.say_once("dist", f"{who} writes its own runs under worker_{worker.rank}/")
+    elif mean.shared:
+        out.say_once("dist", f"{who}; only rank 0 writes; epoch values are the mean over all workers")
+    else:
+        why = ("a Module's kvstore whose servers run the optimizer cannot average them; "
+               "MXNET_UPDATE_ON_KVSTORE=0 can" if worker.kvstore is not None
+               else "there is no kvstore or Horovod to average them through")
+        out.say_once("dist", f"{who}; only rank 0 writes; epoch values are rank 0's own ({why})",
+                     logging.WARNING)
+    return mean

@@ -132,7 +132,7 @@ class TensorBoardCallback:
         return self._worker
 
     def _join(self, module: Any) -> None:
-        w = detect(kvstore=getattr(module, "_kvstore", None))
+        w = detect(module=module)
         self._worker = w
         self._mean = place(self._out, w, self._dist_mode)
 
