@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Tuple
+from typing import List, Tuple
 
 from tensorboard.backend.event_processing import plugin_event_multiplexer as event_multiplexer
 

@@ -24,16 +24,15 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from mxnet.gluon.contrib.estimator.event_handler import BatchEnd, EpochBegin, EpochEnd, TrainBegin, TrainEnd
 
-from ._base import (ON_ERROR, TRAIN, VALIDATION, ParamFilter, RunWriters, Wrap, batch_gradient, check_bool, check_choice,
+from ._base import (ON_ERROR, TRAIN, ParamFilter, RunWriters, Wrap, batch_gradient, check_bool, check_choice,
                     check_hparams, check_logdir, check_positive_int, check_positive_number,
-                    is_loss, loss_total, param_selector,
-                    scores, wrap)
-from ._dist import DISTRIBUTED, Worker, WorkerMean, detect, place
+                    param_selector, scores, wrap)
+from ._dist import DISTRIBUTED, Worker
+from ._epoch_values import EpochValues
 from ._filters import ConvFilters, check_conv_filters
 from ._health import GradHealth, HealthMonitor, check_grad_health
 from ._projector import Embeddings, Projector, check_embeddings
@@ -125,9 +124,7 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
         self._max_images = check_positive_int(max_images, "max_images")
         self._graph = check_bool(graph, "graph")
         self._hparams = check_hparams(hparams)
-        self._dist_mode = check_choice(distributed, "distributed", DISTRIBUTED)
-        self._worker = Worker()
-        self._mean = WorkerMean(self._worker)
+        self._epochs = EpochValues(self._out, check_choice(distributed, "distributed", DISTRIBUTED))
         self._step = 0  # global index of the batch being processed
         self._epoch = 0
         self._graph_done = False
@@ -140,15 +137,7 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
         self._hist_done = False
         self._stash: Dict[str, Any] = {}
         self._stash_at = -1
-        self._val_batches = 0
-        self._val_seen: Any = None
-        self._val_hooked = False
         self._est: Any = None
-        self._final: Dict[str, float] = {}
-        self._t0 = time.perf_counter()
-        self._samples = 0
-        self._own_loss: Any = None
-        self._own_count = 0
         filt, emb, health = check_conv_filters(conv_filters), check_embeddings(embeddings), \
             check_grad_health(grad_health)
         if health is not None and self._hist.never:
@@ -166,7 +155,7 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
     @property
     def worker(self) -> Worker:
         """This process's rank and worker count, as found at ``train_begin``."""
-        return self._worker
+        return self._epochs.worker
 
     @property
     def health_events(self) -> Dict[str, int]:
@@ -179,8 +168,9 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
         self._est = estimator
         self._fit_first = self._step
         self._in_epoch, self._epoch_len, self._chosen = 0, None, None
-        self._val_seen, self._final = self._val_batches, {}
-        self._join(estimator.trainer)
+        val = self._epochs.train_begin(estimator)
+        if val is not None:
+            self._taps.append(val)
         if not self._hist.never and not self._out.muted:
             tap = wrap(estimator.trainer, ("step", "allreduce_grads"), self._before_update)
             if tap is None:
@@ -188,12 +178,6 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
                                    logging.WARNING)
             else:
                 self._taps.append(tap)
-        val = wrap(estimator.batch_processor, ("evaluate_batch",), self._count_validation)
-        self._val_hooked = val is not None
-        if val is not None:
-            self._taps.append(val)
-        else:
-            self._val_seen = None
         if self._filters and not self._out.muted:
             self._filters.train_begin(estimator.net)
         hook = self._proj.train_begin(estimator) if self._proj and not self._out.muted else None
@@ -203,23 +187,14 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
             self._health.stop = False
 
     def epoch_begin(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
-        self._in_epoch, self._samples, self._hist_done = 0, 0, False
-        has_loss = any(is_loss(m) for m in estimator.train_metrics)
-        self._own_loss, self._own_count = (None if has_loss else 0), 0
-        self._t0 = time.perf_counter()
+        self._in_epoch, self._hist_done = 0, False
+        self._epochs.epoch_begin(estimator)
 
     def batch_end(self, estimator: Any, *args: Any, **kwargs: Any) -> bool:
         k = self._step
         loss, batch = kwargs.get("loss"), kwargs.get("batch")
         losses = loss if isinstance(loss, (list, tuple)) else ([] if loss is None else [loss])
-        if losses:
-            self._samples += sum(int(l.shape[0]) if l.shape else 1 for l in losses)
-        elif isinstance(batch, (list, tuple)) and batch and hasattr(batch[0], "shape"):
-            self._samples += int(batch[0].shape[0])
-        if losses and self._own_loss is not None:  # the estimator has no loss metric
-            total, count = loss_total(losses)
-            self._own_loss = total if self._own_loss == 0 else self._own_loss + total
-            self._own_count += count
+        self._epochs.see_batch(losses, batch)
         if self._every.due(k):
             if losses:
                 self._out.write(TRAIN, "add_mean", "batch_loss", losses, k)
@@ -249,19 +224,7 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
 
     def epoch_end(self, estimator: Any, *args: Any, **kwargs: Any) -> bool:
         e, last = self._epoch, self._step - 1
-        pairs = scores(estimator.train_metrics)
-        if self._own_count:
-            pairs.insert(0, ("loss", self._own_loss / float(self._own_count)))
-        dt = time.perf_counter() - self._t0
-        rate = self._samples / dt if dt > 0 and self._in_epoch else float("nan")
-        val, fresh = self._validation(estimator.val_metrics)
-        pairs, rate, val = self._combine(pairs, rate, val)
-        self._epoch_scores(TRAIN, pairs, e)
-        self._out.write(TRAIN, "add_scalar", "epoch_learning_rate", estimator.trainer.learning_rate, e)
-        if rate == rate:
-            self._out.write(TRAIN, "add_scalar", "epoch_samples_per_second", rate, e)
-        if fresh and not all(v != v for _, v in val):  # all NaN: nothing was evaluated
-            self._epoch_scores(VALIDATION, val, e)
+        self._epochs.epoch_end(estimator, e)
         if self._hist.per_epoch:
             if not self._hist_done and self._stash_at == last and self._in_epoch:
                 self._add_histograms("gradients", list(self._stash.items()), last)
@@ -290,7 +253,7 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
             if part:
                 part.close()
         if self._hparams is not None:
-            final = {k: float(v) for k, v in self._final.items()}
+            final = {k: float(v) for k, v in self._epochs.final.items()}
             self._out.write(TRAIN, "add_hparams", self._hparams, final, max(self._epoch - 1, 0))
         self._out.close()
 
@@ -319,9 +282,6 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
                     self._stash[name] = g.copy()
                 else:
                     g.copyto(buf)
-
-    def _count_validation(self) -> None:
-        self._val_batches += 1
 
     def _remove_taps(self) -> None:
         for tap in self._taps:
@@ -359,45 +319,11 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
         if kind == "gradients" and self._health:
             self._health.observe(step, arrays, dict(self._selected()))
 
-    def _epoch_scores(self, run: str, pairs: List[Tuple[str, float]], epoch: int) -> None:
-        for tag, v in pairs:
-            self._final[f"hparams/{run}/epoch_{tag}"] = v
-            self._out.write(run, "add_scalar", f"epoch_{tag}", v, epoch)
-
-    def _validation(self, ms: List[Any]) -> Tuple[List[Tuple[str, float]], bool]:
-        """The validation values, and whether the estimator validated in this epoch."""
-        if self._val_hooked:
-            fresh = self._val_batches != self._val_seen
-            self._val_seen = self._val_batches
-        else:  # no hook: new values mean a new validation
-            snap = tuple(tuple(m.get_name_value()) for m in ms)
-            fresh, self._val_seen = snap != self._val_seen, snap
-        pairs = scores(ms)
-        if not fresh:  # still shared with the other workers, as NaN, so every call matches
-            pairs = [(tag, float("nan")) for tag, _ in pairs]
-        return pairs, fresh
-
-    def _join(self, trainer: Any) -> None:
-        """Find this worker's rank; rank 0 writes (or each worker its own runs)."""
-        w = detect(trainer)
-        self._worker = w
-        self._mean = place(self._out, w, self._dist_mode)
-
-    def _combine(self, pairs: List[Tuple[str, float]], rate: float,
-                 val: List[Tuple[str, float]]) -> Tuple[List[Tuple[str, float]], float, List[Tuple[str, float]]]:
-        """Means over the workers (the throughput: their sum); as they are with one worker."""
-        if not self._mean.shared:
-            return pairs, rate, val
-        n = len(pairs)
-        got = self._mean([v for _, v in pairs] + [rate] + [v for _, v in val])
-        return ([(t, got[i]) for i, (t, _) in enumerate(pairs)], got[n] * self._worker.size,
-                [(t, got[n + 1 + i]) for i, (t, _) in enumerate(val)])
-
     def _stop_now(self) -> bool:
         """A health detector's stop; not with several workers, whose collectives would hang."""
         if not (self._health and self._health.stop):
             return False
-        if self._worker.size > 1:
+        if self._epochs.worker.size > 1:
             self._out.say_once("dist-stop", "gluon_tb: grad_health does not stop distributed "
                                "training (the other workers would wait forever)", logging.WARNING)
             return False

@@ -32,7 +32,6 @@ training stops then.
 """
 from __future__ import annotations
 
-import logging
 import math
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
