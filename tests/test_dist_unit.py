@@ -98,3 +98,15 @@ def test_distributed_argument_is_checked():
     for cls in (TensorBoardHandler, TensorBoardCallback):
         with pytest.raises(ValueError, match="distributed must be one of 'rank0', 'all', got str 'rank1'"):
             cls("x", distributed="rank1")
+
+
+def test_keys_stay_where_mxnet_can_place_them_and_running_out_is_graceful(caplog):
+    kv = FakeKV(0, {})
+    m = _dist.WorkerMean(_dist.detect(kvstore=kv))
+    # (key * 9973) % num_servers is computed in int32 by MXNet: every key must keep it positive
+    assert _dist._KEY_END * 9973 < 2 ** 31 and _dist._KEY_BASE > 10_000
+    m._round = (_dist._KEY_END - _dist._KEY_BASE) // 2  # the next round would pass the end
+    with caplog.at_level("WARNING", logger="gluon_tb.handlers"):
+        assert not m.shared
+        assert m([1.5]) == [1.5]  # this worker's own value, nothing pushed
+    assert kv.store == {} and "no kvstore keys left" in caplog.text

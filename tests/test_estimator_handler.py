@@ -328,6 +328,9 @@ def test_second_fit_continues_steps(tmp_path):
     (dict(logdir="x", on_error="ignore"), ValueError, "on_error"),
     (dict(logdir="x", hparams=[1]), TypeError, "hparams"),
     (dict(logdir="x", flush_secs=0), ValueError, "flush_secs"),
+    (dict(logdir="x", distributed="rank1"), ValueError, "distributed"),
+    (dict(logdir="x", storage_options="k=v"), TypeError, "storage_options"),
+    (dict(logdir="x", storage_options={"key": "k"}), ValueError, "storage_options"),
 ])
 def test_arguments_checked_up_front(kwargs, exc, word):
     with pytest.raises(exc, match=word):

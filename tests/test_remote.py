@@ -325,6 +325,23 @@ def test_s3_everything_is_read_back_by_tensorboard(s3, tmp_path):
     check_everything(download(s3.fs, f"{BUCKET}/run", tmp_path))
 
 
+def test_s3_storage_options_reach_the_file_system(s3, tmp_path, monkeypatch):
+    monkeypatch.setitem(fsspec.config.conf, "s3", {})  # only storage_options know the endpoint now
+    opts = {"endpoint_url": s3.endpoint, "skip_instance_cache": True}
+    with SummaryWriter(f"s3://{BUCKET}/opts", storage_options=opts) as w:
+        w.add_scalar("x", 2.5, 7)
+    assert readback.scalars(download(s3.fs, f"{BUCKET}/opts", tmp_path), ".", "x") == [(7, 2.5)]
+
+
+def test_storage_options_are_checked(tmp_path):
+    with pytest.raises(TypeError, match="storage_options must be a dict of fsspec options, got str"):
+        SummaryWriter("memory://gluon-tb-opts", storage_options="key=1")
+    with pytest.raises(ValueError, match="storage_options and remote apply to a URL logdir"):
+        SummaryWriter(str(tmp_path), storage_options={"key": "k"})
+    with pytest.raises(TypeError, match="remote must be a RemoteOptions"):
+        SummaryWriter("memory://gluon-tb-opts", remote={"part_bytes": 1})
+
+
 def test_s3_bytes_uploaded_grow_linearly_and_no_object_is_rewritten(s3, monkeypatch):
     up = Uploads(monkeypatch)
     totals = {}

@@ -153,8 +153,14 @@ class RunWriters:
     write a no-op (the workers other than rank 0).
     """
 
-    def __init__(self, logdir: str, on_error: str, flush_secs: float) -> None:
+    def __init__(self, logdir: str, on_error: str, flush_secs: float,
+                 storage_options: Optional[Mapping[str, Any]] = None) -> None:
         self.logdir = logdir
+        if storage_options is not None and not isinstance(storage_options, Mapping):
+            raise TypeError(f"storage_options must be a dict of fsspec options, got {describe(storage_options)}")
+        if storage_options and "://" not in logdir:
+            raise ValueError(f"storage_options apply to a URL logdir (s3://...), got the local path {logdir!r}")
+        self.storage_options = storage_options
         self.on_error = on_error
         self.flush_secs = flush_secs
         self.errors = 0
@@ -167,7 +173,8 @@ class RunWriters:
         w = self._open.get(run)
         if w is None:
             w = self._open[run] = SummaryWriter(os.path.join(self.logdir, self.prefix, run),
-                                                flush_secs=self.flush_secs)
+                                                flush_secs=self.flush_secs,
+                                                storage_options=self.storage_options)
         return w
 
     def write(self, run: str, method: str, *args: Any, **kwargs: Any) -> bool:

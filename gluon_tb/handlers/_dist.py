@@ -40,7 +40,10 @@ from typing import Any, List, Optional, Sequence
 import numpy as np
 
 DISTRIBUTED = ("rank0", "all")
-_KEY_BASE = 1_900_000_000  # below 2**31: MXNet's kvstore keys are int32
+# MXNet sends a small array to server (key * 9973) % num_servers in int32 arithmetic, so
+# keys stay below 2**31 / 9973; a Trainer's own keys are its parameter indices (0, 1, ...)
+_KEY_BASE = 100_000
+_KEY_END = (2 ** 31 - 1) // 9973
 _ENV = (("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"), ("PMI_RANK", "PMI_SIZE"),
         ("RANK", "WORLD_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS"))
 
@@ -136,6 +139,7 @@ class WorkerMean:
     def __init__(self, worker: Worker) -> None:
         self.worker = worker
         self._round = 0
+        self._told = False
 
     @property
     def shared(self) -> bool:
@@ -149,7 +153,15 @@ class WorkerMean:
         if w.size == 1:
             return False
         if w.kvstore is not None:
-            return not (w.string_keys and w.server_optimizer)
+            if w.string_keys:
+                return not w.server_optimizer
+            if _KEY_BASE + (self._round + 1) * w.size > _KEY_END:  # the same on every worker
+                if self._round and not self._told:
+                    self._told = True
+                    log.warning("gluon_tb: no kvstore keys left for averaging; epoch values are "
+                                "rank 0's own from now on")
+                return False
+            return True
         return w.source == "horovod"
 
     def __call__(self, values: Sequence[float]) -> List[float]:
@@ -188,8 +200,6 @@ class WorkerMean:
             kv.pull(key, out=total)  # ordered after the push; the servers answer once all pushed
             return total.asnumpy().astype(np.float64)
         first = _KEY_BASE + self._round * w.size
-        if first + w.size >= 2 ** 31:
-            raise RuntimeError("gluon_tb: out of kvstore keys for averaging epoch values")
         self._round += 1
         # float32 on the wire: the servers keep real_t; counts and float32 means are exact enough
         kv.push(first + w.rank, mx.nd.array(packed, dtype="float32"))

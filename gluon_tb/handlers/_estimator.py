@@ -102,6 +102,8 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
             rest are rank 0's own. Give the handler to *every* worker: the averaging is a
             collective call. ``"all"``: every worker writes its own values under
             ``<logdir>/worker_<rank>/``.
+        storage_options: for a URL ``logdir`` (``s3://bucket/run``), keyword arguments of
+            its fsspec file system (``{"endpoint_url": ..., "key": ..., "secret": ...}``).
     """
 
     #: After ``MetricHandler``/``ValidationHandler`` (-1000) and user handlers (0),
@@ -114,9 +116,10 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
                  hparams: Optional[Mapping[str, Any]] = None, on_error: str = "raise",
                  flush_secs: float = 2.0, conv_filters: Union[bool, str] = False,
                  embeddings: Union[None, bool, int, Embeddings] = None,
-                 grad_health: Union[bool, GradHealth] = False, distributed: str = "rank0") -> None:
+                 grad_health: Union[bool, GradHealth] = False, distributed: str = "rank0",
+                 storage_options: Optional[Mapping[str, Any]] = None) -> None:
         self._out = RunWriters(check_logdir(logdir), check_choice(on_error, "on_error", ON_ERROR),
-                               check_positive_number(flush_secs, "flush_secs"))
+                               check_positive_number(flush_secs, "flush_secs"), storage_options)
         self._every = schedule(batch_period, "batch_period")
         self._hist = schedule(histogram_period, "histogram_period", allow_epoch=True)
         self._want = param_selector(params)

@@ -50,13 +50,16 @@ class TensorBoardCallback:
             ``"rank0"`` (default): only rank 0 writes, epoch values are the mean over all
             workers (pass the callback to every worker); ``"all"``: each worker writes
             under ``<logdir>/worker_<rank>/``. As for :class:`TensorBoardHandler`.
+        storage_options: for a URL ``logdir`` (``s3://bucket/run``), keyword arguments of
+            its fsspec file system (``{"endpoint_url": ..., "key": ..., "secret": ...}``).
     """
 
     def __init__(self, logdir: Union[str, "os.PathLike[str]"], *, batch_period: Optional[int] = 1,
                  weights: bool = True, params: ParamFilter = None, graph: bool = True,
-                 on_error: str = "raise", flush_secs: float = 2.0, distributed: str = "rank0") -> None:
+                 on_error: str = "raise", flush_secs: float = 2.0, distributed: str = "rank0",
+                 storage_options: Optional[Mapping[str, Any]] = None) -> None:
         self._out = RunWriters(check_logdir(logdir), check_choice(on_error, "on_error", ON_ERROR),
-                               check_positive_number(flush_secs, "flush_secs"))
+                               check_positive_number(flush_secs, "flush_secs"), storage_options)
         self._every = schedule(batch_period, "batch_period")
         self._weights = check_bool(weights, "weights")
         self._want = param_selector(params)

@@ -53,12 +53,19 @@ class SummaryWriter:
             ``gluon_tb/dropped_events``.
         purge_step: when resuming from a checkpoint taken at this step,
             TensorBoard hides the events of earlier runs at or after it.
+        storage_options: for a URL ``logdir`` (``s3://...``), keyword arguments of
+            its fsspec file system, e.g. ``{"endpoint_url": ..., "key": ..., "secret": ...}``
+            for s3fs (default: fsspec's configuration and the environment).
+        remote: a :class:`gluon_tb.writer._storage.RemoteOptions` (part size and age,
+            retries) for a URL ``logdir``; see ``docs/remote.md``.
     """
 
     def __init__(self, logdir: Union[str, "os.PathLike[str]"], max_queue: int = 1024,
                  flush_secs: float = 2.0, filename_suffix: Optional[str] = None,
                  verbose: bool = False, *, max_queue_bytes: int = DEFAULT_MAX_QUEUE_BYTES,
-                 on_full: str = "block", purge_step: Optional[int] = None) -> None:
+                 on_full: str = "block", purge_step: Optional[int] = None,
+                 storage_options: Optional[Mapping[str, Any]] = None,
+                 remote: Optional[Any] = None) -> None:
         if not isinstance(logdir, (str, os.PathLike)):
             raise TypeError(f"logdir must be a str or path, got {describe(logdir)}")
         logdir = os.fspath(logdir)
@@ -79,10 +86,12 @@ class SummaryWriter:
         if on_full not in ("block", "drop"):
             raise ValueError(f"on_full must be 'block' or 'drop', got {on_full!r}")
         purge_step = check_step(purge_step, "purge_step")
+        remote = _remote_options(logdir, storage_options, remote)
         self._logdir = logdir
         self._verbose = verbose
         self._p = Pipeline(logdir, flush_secs=float(flush_secs), filename_suffix=filename_suffix or "",
-                           max_queue_bytes=max_queue_bytes, wake_items=max_queue, on_full=on_full)
+                           max_queue_bytes=max_queue_bytes, wake_items=max_queue, on_full=on_full,
+                           remote=remote)
         self._closed = False
         self._close_lock = threading.Lock()
         self._projector: List[Any] = []  # embeddings of this run, touched by the worker only
@@ -419,6 +428,26 @@ class SummaryWriter:
             self._close_at_exit()
         except Exception:
             pass
+
+
+def _remote_options(logdir: str, storage_options: Any, remote: Any) -> Any:
+    """Check ``storage_options``/``remote``; the RemoteOptions for a URL logdir, else None."""
+    from ._storage import RemoteOptions, is_remote
+
+    if storage_options is not None and not isinstance(storage_options, Mapping):
+        raise TypeError(f"storage_options must be a dict of fsspec options, got {describe(storage_options)}")
+    if remote is not None and not isinstance(remote, RemoteOptions):
+        raise TypeError(f"remote must be a RemoteOptions, got {describe(remote)}")
+    if not is_remote(logdir):
+        if storage_options or remote is not None:
+            raise ValueError(f"storage_options and remote apply to a URL logdir (s3://...), "
+                             f"got the local path {logdir!r}")
+        return None
+    if storage_options:
+        import dataclasses
+
+        remote = dataclasses.replace(remote or RemoteOptions(), storage_options=dict(storage_options))
+    return remote
 
 
 class _Mean:
