@@ -5,4 +5,5 @@ cd "$(dirname "$0")/.."
 EXTRAS=test
 . scripts/_venv.sh
 bash scripts/install_browser.sh
+bash scripts/install_horovod.sh .venv/bin/python  # ~5 min the first time: builds from source
 exec .venv/bin/python -m pytest -q "$@"

@@ -1,6 +1,8 @@
 """One worker of tests/test_distributed.py: a small Estimator fit on this rank's own data.
 
 Usage: python dist_worker.py LOGDIR MODE KVSTORE UPDATE_ON_KVSTORE OUT_JSON  (OUT_JSON has {rank})
+KVSTORE is a dist kvstore type (started by tests/pscluster.py) or ``horovod`` (under horovodrun,
+with ``hvd.DistributedTrainer``).
 
 Besides training with ``TensorBoardHandler(LOGDIR, distributed=MODE)`` it records, for
 the test to compare with what rank 0 logged: this worker's own epoch values (through
@@ -23,8 +25,14 @@ from gluon_tb import TensorBoardHandler
 from gluon_tb.handlers._base import scores
 
 logdir, mode, kv_type, on_kv, out_path = sys.argv[1:6]
-kv = mx.kv.create(kv_type)
-rank = kv.rank
+if kv_type == "horovod":
+    import horovod.mxnet as hvd
+
+    hvd.init()
+    rank, size = hvd.rank(), hvd.size()
+else:
+    kv = mx.kv.create(kv_type)
+    rank, size = kv.rank, kv.num_workers
 mx.random.seed(7)  # same initial weights everywhere (rank 0's are pushed anyway)
 rng = np.random.default_rng(1000 + rank)  # ... but each rank its own data
 x = rng.normal(size=(96, 6)).astype(np.float32)
@@ -38,9 +46,13 @@ net = gluon.nn.HybridSequential()
 net.add(gluon.nn.Dense(8, activation="relu", in_units=6), gluon.nn.Dense(2, in_units=8))
 net.initialize(mx.init.Xavier())
 net.hybridize()
-trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1}, kvstore=kv,
-                        update_on_kvstore=(on_kv == "1"))
-record: dict = {"rank": rank, "size": kv.num_workers, "pid": os.getpid(), "epochs": {}}
+if kv_type == "horovod":
+    hvd.broadcast_parameters(net.collect_params(), root_rank=0)
+    trainer = hvd.DistributedTrainer(net.collect_params(), "sgd", {"learning_rate": 0.1})
+else:
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1}, kvstore=kv,
+                            update_on_kvstore=(on_kv == "1"))
+record: dict = {"rank": rank, "size": size, "pid": os.getpid(), "epochs": {}}
 HIST_BATCH = 2  # a batch on the histogram_period=2 schedule
 calls = {"n": 0}
 inner_step = trainer.step

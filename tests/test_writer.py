@@ -56,10 +56,15 @@ def test_add_mean_averages_every_element_of_every_array_at_the_call(tmp_path):
                          ([None], TypeError), (np.array(["a"]), TypeError)):
             with pytest.raises(exc, match="values must"):
                 w.add_mean("m", bad, 4)
+        with pytest.raises(TypeError, match="copy must be a bool"):
+            w.add_mean("m", a, 4, copy=None)
         w.add_mean("m", [np.float32(0.5)], 5)  # still working after the bad calls
+        w.add_mean("m", [mx.nd.array([1, 2]), mx.nd.array([6.0])], 6, copy=False)  # read later
+        w.add_mean("m", mx.nd.ones((300, 300)), 7, copy=False)  # large: reduced now
     got = readback.scalars(str(tmp_path), ".", "m")
-    assert [s for s, _ in got] == [0, 1, 2, 3, 5]
-    assert [v for _, v in got][:3] == [2.5, 1.5, 3.5] and math.isnan(got[3][1]) and got[4][1] == 0.5
+    assert [s for s, _ in got] == [0, 1, 2, 3, 5, 6, 7]
+    assert [v for _, v in got][:3] == [2.5, 1.5, 3.5] and math.isnan(got[3][1])
+    assert [v for _, v in got][4:] == [0.5, 3.0, 1.0]
 
 
 def test_non_finite_scalars_are_logged_as_they_are(tmp_path):

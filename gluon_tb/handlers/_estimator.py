@@ -200,7 +200,7 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
         self._epochs.see_batch(losses, batch)
         if self._every.due(k):
             if losses:
-                self._out.write(TRAIN, "add_mean", "batch_loss", losses, k)
+                self._out.write(TRAIN, "add_mean", "batch_loss", losses, k, copy=False)  # fresh outputs
             for tag, v in scores(estimator.train_metrics, skip_loss=bool(losses)):
                 self._out.write(TRAIN, "add_scalar", f"batch_{tag}", v, k)
         if self._out.muted:  # a worker other than rank 0: only the epoch values are shared

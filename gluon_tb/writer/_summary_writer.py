@@ -15,7 +15,7 @@ from typing import Any, Iterable, List, Mapping, Optional, Union
 import numpy as np
 
 from . import _lifecycle, _proto
-from ._convert import MAX_TAG_LEN, check_step, check_tag, check_walltime, describe, is_ndarray
+from ._convert import MAX_TAG_LEN, check_step, check_tag, check_walltime, describe, host_view, is_ndarray
 from ._pipeline import ACTION, DEFAULT_MAX_QUEUE_BYTES, FLUSH, SCALAR, STOP, SUMMARY, Pipeline
 from ._pipeline import WriterClosedError
 from ._runs import check_run_name, payload_nbytes
@@ -204,7 +204,7 @@ class SummaryWriter:
         self._p.put_scalar((SCALAR, run, tag, value, step, wall))
 
     def add_mean(self, tag: str, values: Any, global_step: Optional[int] = None,
-                 walltime: Optional[float] = None) -> None:
+                 walltime: Optional[float] = None, *, copy: bool = True) -> None:
         """Log the mean of every element of ``values`` as one scalar.
 
         ``values`` is an array (numpy or MXNet NDArray) or a list of them, for
@@ -213,6 +213,11 @@ class SummaryWriter:
         on MXNet's engine and read on the writer thread, so this costs the training
         thread one asynchronous MXNet operation per array and no wait (``add_scalar``
         of ``loss.mean()`` costs two: the mean and the copy it must take).
+
+        ``copy=False`` costs it none: NDArrays of up to 65,536 elements are neither
+        reduced nor copied but read on the writer thread. Only for arrays that
+        nothing writes to afterwards, such as the outputs of a forward pass (the
+        handlers pass their batch losses so); larger ones are reduced as with ``True``.
 
         Example::
 
@@ -224,7 +229,9 @@ class SummaryWriter:
             self._check()
         if type(tag) is not str or not tag or len(tag) > MAX_TAG_LEN:
             tag = check_tag(tag)
-        value = _mean_of(values)
+        if not isinstance(copy, bool):
+            raise TypeError(f"copy must be a bool, got {describe(copy)}")
+        value = _mean_of(values, copy)
         if global_step is None:
             step = 0
         elif type(global_step) is int and global_step >= 0:
@@ -450,28 +457,35 @@ def _remote_options(logdir: str, storage_options: Any, remote: Any) -> Any:
     return remote
 
 
-class _Mean:
-    """Per-array means queued on MXNet's engine; ``float()`` (worker side) combines them.
+_UNREDUCED_MAX = 1 << 16  # add_mean(copy=False) reads arrays up to this size on the worker
 
-    The means are fresh arrays nobody else holds, so unlike an NDArray given to
-    ``add_scalar`` they need no copy.
+
+class _Mean:
+    """NDArrays to average, read by ``float()`` on the writer thread.
+
+    Each part is an NDArray holding one mean queued on MXNet's engine (a fresh array
+    nobody else holds, so unlike an NDArray given to ``add_scalar`` it needs no copy),
+    or, from ``add_mean(copy=False)``, the caller's array itself.
     """
 
     __slots__ = ("parts", "known")
 
     def __init__(self, parts: List[tuple], known: tuple) -> None:
-        self.parts = parts  # [(NDArray holding one mean, element count)]
+        self.parts = parts  # [(NDArray, element count, whether it holds the mean already)]
         self.known = known  # (sum, count) of the numpy arrays among the values
 
     def __float__(self) -> float:
         total, count = self.known
-        for mean, n in self.parts:
-            total += float(mean.asnumpy().reshape(-1)[0]) * n
+        for arr, n, reduced in self.parts:
+            if reduced:
+                total += float(arr.asnumpy().reshape(-1)[0]) * n
+            else:
+                total += float(host_view(arr).sum(dtype=np.float64))
             count += n
         return total / count
 
 
-def _mean_of(values: Any) -> Any:
+def _mean_of(values: Any, copy: bool = True) -> Any:
     """Check ``values`` of ``add_mean``; returns a float or a :class:`_Mean`."""
     arrays = values if isinstance(values, (list, tuple)) else [values]
     if not arrays:
@@ -483,7 +497,13 @@ def _mean_of(values: Any) -> Any:
         if is_ndarray(a):
             n = a.size
             _check_mean_part(np.dtype(a.dtype), n, a)
-            parts.append((a.mean() if a.shape else a.reshape((1,)), n))
+            if not copy and n <= _UNREDUCED_MAX:
+                parts.append((a, n, False))
+            elif a.shape:
+                parts.append((a.mean(), n, True))
+            else:  # 0-d (mx.np): no reduction op takes it without npx.set_np()
+                total += float(a.asnumpy().reshape(-1)[0])
+                count += 1
             continue
         if isinstance(a, (str, bytes)) or a is None:
             raise TypeError(f"values must be an array or a list of arrays, got {describe(a)}")
