@@ -11,6 +11,7 @@ from hypothesis.extra import numpy as hnp
 from tensorboard.compat.proto import summary_pb2
 
 from readback import plugin_name, raw_events, tensor_events, write_values
+import readback
 
 from gluon_tb.writer._histogram import (
     HistogramPayload,
@@ -250,3 +251,35 @@ def test_ndarray_validation():
         capture_histogram(mx.nd.array(np.zeros((0, 3))))
     with pytest.raises(ValueError, match="bins"):
         capture_histogram(mx.nd.ones((2,)), bins=-1)
+
+
+def test_add_histograms_equals_add_histogram_one_by_one_at_the_call(tmp_path):
+    mx = pytest.importorskip("mxnet")
+    from gluon_tb import SummaryWriter
+
+    rng = np.random.default_rng(3)
+    arrays = {"w/a": mx.nd.array(rng.standard_normal((30, 7))), "w/b": mx.nd.array(rng.standard_normal(5)),
+              "w/c": rng.standard_normal(11).astype(np.float32),
+              "w/d": mx.nd.array(rng.standard_normal(4), dtype="float64"),
+              "w/e": mx.nd.array(rng.standard_normal(9) * 1e-3)}
+    one, many = tmp_path / "one", tmp_path / "many"
+    with SummaryWriter(str(one)) as w:
+        for tag, v in arrays.items():
+            w.add_histogram(tag, v, 4)
+    with SummaryWriter(str(many)) as w:
+        w.add_histograms(arrays, 4)
+        for v in arrays.values():
+            v[:] = 7  # overwritten right after the call: not seen
+        with pytest.raises(TypeError, match="values must be a non-empty dict of tag -> array"):
+            w.add_histograms([], 5)
+        with pytest.raises(TypeError, match="values key must be a str"):
+            w.add_histograms({3: np.ones(2)}, 5)
+        with pytest.raises(ValueError, match="must be a non-empty array"):
+            w.add_histograms({"x": mx.nd.ones((2,)), "y": np.zeros(0)}, 5)
+
+    def histos(d):
+        (path,) = readback.event_files(str(d))
+        return {v.tag: (ev.step, v.histo) for ev in readback.raw_events(path) for v in ev.summary.value}
+
+    got, want = histos(many), histos(one)
+    assert sorted(got) == sorted(arrays) and got == want

@@ -18,15 +18,15 @@ import sys
 import threading
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 
 from . import _proto
-from ._convert import describe, host_view, is_ndarray
+from ._convert import check_tag, describe, host_view, is_ndarray
 
-__all__ = ["HistogramPayload", "capture_histogram", "build_histogram", "default_edges",
-           "STRATEGIES"]
+__all__ = ["HistogramPayload", "HistogramGroup", "capture_histogram", "capture_histograms",
+           "build_histogram", "build_histograms", "default_edges", "STRATEGIES"]
 
 _LOG = logging.getLogger("gluon_tb")
 STRATEGIES = frozenset({"auto", "fd", "doane", "scott", "stone", "rice", "sturges", "sqrt"})
@@ -71,6 +71,66 @@ def capture_histogram(values: Any, bins: Any = "default") -> HistogramPayload:
     if arr.size == 0:
         raise ValueError(f"values must be a non-empty array, got {describe(values)}")
     return HistogramPayload(arr, bins)
+
+
+@dataclass
+class HistogramGroup:
+    """What ``capture_histograms`` hands to the worker: histograms of one step.
+
+    ``flat`` holds, per (device, dtype), one concatenation of the group's flattened
+    NDArrays, made by a single MXNet operation, with each tag's ``(start, stop)``;
+    ``single`` holds the payloads captured one by one, each at its place in ``order``.
+    """
+
+    order: List[str]
+    single: Dict[str, HistogramPayload]
+    flat: List[Tuple[Any, List[Tuple[str, int, int]]]]
+    bins: Bins
+
+
+def capture_histograms(values: Any, bins: Any = "default") -> HistogramGroup:
+    """Validate ``{tag: values}`` and take copies; NDArrays of one device and dtype share one."""
+    bins = _check_bins(bins)
+    if not isinstance(values, Mapping) or not values:
+        raise TypeError(f"values must be a non-empty dict of tag -> array, got {describe(values)}")
+    order, single, grouped = [], {}, {}
+    for tag, v in values.items():
+        tag = check_tag(tag, "values key")
+        order.append(tag)
+        if is_ndarray(v) and type(v).__module__.startswith("mxnet.ndarray") and \
+                getattr(v, "stype", "default") == "default":  # legacy, dense: concat takes it
+            _check_dtype(np.dtype(v.dtype), v)
+            if v.size == 0:
+                raise ValueError(f"values[{tag!r}] must be a non-empty array, got {describe(v)}")
+            grouped.setdefault((str(v.context), np.dtype(v.dtype).str), []).append((tag, v))
+        else:
+            single[tag] = capture_histogram(v, bins)
+    flat = []
+    for members in grouped.values():
+        if len(members) == 1:
+            tag, v = members[0]
+            single[tag] = capture_histogram(v, bins)
+            continue
+        import mxnet as mx  # already imported by whoever made the NDArrays
+
+        spans, at = [], 0
+        for tag, v in members:
+            spans.append((tag, at, at + v.size))
+            at += v.size
+        # one asynchronous op copies them all (reshape is a view); the engine orders any later
+        # write to these arrays after it, so the values are those of this call
+        flat.append((mx.nd.concat(*[v.reshape((-1,)) for _, v in members], dim=0), spans))
+    return HistogramGroup(order, single, flat, bins)
+
+
+def build_histograms(tag: str, group: HistogramGroup) -> List[bytes]:
+    """One ``Summary.Value`` per tag of ``group``, in the order given (worker thread)."""
+    out = {t: build_histogram(t, p) for t, p in group.single.items()}
+    for arr, spans in group.flat:
+        host = np.asarray(host_view(arr)).reshape(-1)
+        for t, start, stop in spans:
+            out[t] = build_histogram(t, HistogramPayload(host[start:stop], group.bins))
+    return [out[t] for t in group.order]
 
 
 def _check_dtype(dtype: np.dtype, values: Any) -> None:
