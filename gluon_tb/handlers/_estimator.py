@@ -317,7 +317,7 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
         return [(name, p.list_data()[0]) for name, p in self._selected()]
 
     def _add_histograms(self, kind: str, arrays: List[Tuple[str, Any]], step: int) -> None:
-        if arrays:  # one MXNet copy for all of them (per device and dtype)
+        if arrays:  # one queued item, one event
             self._out.write(TRAIN, "add_histograms", {f"{kind}/{n}": a for n, a in arrays}, step)
         if kind == "gradients" and self._health:
             self._health.observe(step, arrays, dict(self._selected()))

@@ -18,7 +18,7 @@ import sys
 import threading
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 
@@ -75,62 +75,27 @@ def capture_histogram(values: Any, bins: Any = "default") -> HistogramPayload:
 
 @dataclass
 class HistogramGroup:
-    """What ``capture_histograms`` hands to the worker: histograms of one step.
+    """What ``capture_histograms`` hands to the worker: ``(tag, payload)`` of one step, in order."""
 
-    ``flat`` holds, per (device, dtype), one concatenation of the group's flattened
-    NDArrays, made by a single MXNet operation, with each tag's ``(start, stop)``;
-    ``single`` holds the payloads captured one by one, each at its place in ``order``.
-    """
-
-    order: List[str]
-    single: Dict[str, HistogramPayload]
-    flat: List[Tuple[Any, List[Tuple[str, int, int]]]]
-    bins: Bins
+    items: List[Tuple[str, HistogramPayload]]
 
 
 def capture_histograms(values: Any, bins: Any = "default") -> HistogramGroup:
-    """Validate ``{tag: values}`` and take copies; NDArrays of one device and dtype share one."""
+    """Validate ``{tag: values}`` and capture each (a copy; NDArrays: one async copy each).
+
+    Not one ``mx.nd.concat`` of them all: MXNet's CPU concat took 6.3 ms for the six
+    parameters of a 784-512-512-10 MLP, the six copies 0.2 ms.
+    """
     bins = _check_bins(bins)
     if not isinstance(values, Mapping) or not values:
         raise TypeError(f"values must be a non-empty dict of tag -> array, got {describe(values)}")
-    order, single, grouped = [], {}, {}
-    for tag, v in values.items():
-        tag = check_tag(tag, "values key")
-        order.append(tag)
-        if is_ndarray(v) and type(v).__module__.startswith("mxnet.ndarray") and \
-                getattr(v, "stype", "default") == "default":  # legacy, dense: concat takes it
-            _check_dtype(np.dtype(v.dtype), v)
-            if v.size == 0:
-                raise ValueError(f"values[{tag!r}] must be a non-empty array, got {describe(v)}")
-            grouped.setdefault((str(v.context), np.dtype(v.dtype).str), []).append((tag, v))
-        else:
-            single[tag] = capture_histogram(v, bins)
-    flat = []
-    for members in grouped.values():
-        if len(members) == 1:
-            tag, v = members[0]
-            single[tag] = capture_histogram(v, bins)
-            continue
-        import mxnet as mx  # already imported by whoever made the NDArrays
-
-        spans, at = [], 0
-        for tag, v in members:
-            spans.append((tag, at, at + v.size))
-            at += v.size
-        # one asynchronous op copies them all (reshape is a view); the engine orders any later
-        # write to these arrays after it, so the values are those of this call
-        flat.append((mx.nd.concat(*[v.reshape((-1,)) for _, v in members], dim=0), spans))
-    return HistogramGroup(order, single, flat, bins)
+    items = [(check_tag(tag, "values key"), v) for tag, v in values.items()]
+    return HistogramGroup([(tag, capture_histogram(v, bins)) for tag, v in items])
 
 
 def build_histograms(tag: str, group: HistogramGroup) -> List[bytes]:
     """One ``Summary.Value`` per tag of ``group``, in the order given (worker thread)."""
-    out = {t: build_histogram(t, p) for t, p in group.single.items()}
-    for arr, spans in group.flat:
-        host = np.asarray(host_view(arr)).reshape(-1)
-        for t, start, stop in spans:
-            out[t] = build_histogram(t, HistogramPayload(host[start:stop], group.bins))
-    return [out[t] for t in group.order]
+    return [build_histogram(t, p) for t, p in group.items]
 
 
 def _check_dtype(dtype: np.dtype, values: Any) -> None:

@@ -258,10 +258,8 @@ class SummaryWriter:
                        bins: Any = "default", walltime: Optional[float] = None) -> None:
         """Several histograms at one step: ``values`` maps tags to arrays.
 
-        The same as ``add_histogram`` for each, in one event, except that MXNet
-        NDArrays on one device with one dtype are copied together by a single
-        asynchronous operation rather than one each: what a handler logging every
-        parameter's gradient wants from the training thread.
+        The same as ``add_histogram`` for each, but queued as one item and written
+        as one event (what a handler logging every parameter's gradient does).
 
         Example::
 
@@ -271,7 +269,7 @@ class SummaryWriter:
 
         self._check()
         group = capture_histograms(values, bins)
-        self._queue(group.order[0], build_histograms, group, global_step, walltime)
+        self._queue(group.items[0][0], build_histograms, group, global_step, walltime)
 
     def add_image(self, tag: str, image: Any, global_step: Optional[int] = None,
                   dataformats: Optional[str] = None, walltime: Optional[float] = None) -> None:
