@@ -154,6 +154,7 @@ def results_md(data: dict, notes: str = "") -> str:
         f"- command: `{COMMAND}`" + (" (QUICK=1)" if data["config"].get("quick") == "True" else ""),
         f"- machine: {m['nproc']} cores ({m['cpu']}), {m['platform']}, Python {m['python']}, CPU only",
         f"- versions: {vers}",
+        f"- gluon_tb histogram kernel: {m.get('gluon_tb histogram kernel', '?')}",
         "- mxboard 0.1.0: its generated protobuf code is regenerated (benchmarks/regen_mxboard.py; the old "
         "code loads on neither backend of protobuf 7) and run with "
         + ("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python" if data["config"].get("mxboard_protobuf") == "python"

@@ -187,6 +187,12 @@ def machine() -> Dict[str, str]:
             vers[pkg] = version(pkg)
         except Exception:
             vers[pkg] = "-"
+    try:
+        from gluon_tb.writer import _fasthist  # noqa: F401
+
+        vers["gluon_tb histogram kernel"] = "C (_fasthist)"
+    except ImportError:
+        vers["gluon_tb histogram kernel"] = "numpy (the C kernel is not built)"
     return {"nproc": str(os.cpu_count()), "cpu": model, "python": platform.python_version(),
             "platform": platform.platform(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             **vers}

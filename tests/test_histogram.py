@@ -10,9 +10,10 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from tensorboard.compat.proto import summary_pb2
 
-from readback import plugin_name, raw_events, tensor_events, write_values
 import readback
+from readback import plugin_name, raw_events, tensor_events, write_values
 
+from gluon_tb.writer import _histogram
 from gluon_tb.writer._histogram import (
     HistogramPayload,
     build_histogram,
@@ -21,6 +22,42 @@ from gluon_tb.writer._histogram import (
 )
 
 EDGES = default_edges()
+
+
+@pytest.fixture(autouse=True, params=["c", "numpy"])
+def kernel(request, monkeypatch):
+    """Every test runs with the C kernel and with the numpy code: they must agree exactly."""
+    monkeypatch.setattr(_histogram, "_warned", set())  # warnings are once per tag and process
+    if request.param == "numpy":
+        monkeypatch.setattr(_histogram, "_fast", None)
+    elif _histogram._fast is None:
+        pytest.skip("the C kernel is not built here (see test_c_kernel_is_built)")
+    return request.param
+
+
+def test_c_kernel_is_built(kernel):
+    import shutil
+
+    if kernel == "numpy":
+        pytest.skip("checked once")
+    if not (shutil.which("cc") or shutil.which("gcc")):
+        pytest.skip("no C compiler: the package falls back to numpy")
+    from gluon_tb.writer import _fasthist  # noqa: F401  built by setup.py at install time
+
+
+def test_c_kernel_rejects_what_it_cannot_count(kernel):
+    if kernel == "numpy":
+        pytest.skip("checked once")
+    from gluon_tb.writer import _fasthist
+
+    t = _histogram._table(EDGES.tobytes(), "<f4")
+    ok = np.zeros(t.nbuckets + 3, np.int64)
+    with pytest.raises(TypeError, match="float32 or float64"):
+        _fasthist.count(np.ones(3, np.int32), t.base, t.inner, ok)
+    with pytest.raises(ValueError, match="wrong size"):
+        _fasthist.count(np.ones(3, np.float64), t.base, t.inner, ok)  # inner is float32
+    with pytest.raises(ValueError, match="outside counts"):
+        _fasthist.count(np.ones(3, np.float32), t.base, t.inner, np.zeros(5, np.int64))
 
 
 def expected(values, bins="default"):
