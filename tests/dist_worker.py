@@ -1,8 +1,10 @@
 """One worker of tests/test_distributed.py: a small Estimator fit on this rank's own data.
 
 Usage: python dist_worker.py LOGDIR MODE KVSTORE UPDATE_ON_KVSTORE OUT_JSON  (OUT_JSON has {rank})
-KVSTORE is a dist kvstore type (started by tests/pscluster.py) or ``horovod`` (under horovodrun,
-with ``hvd.DistributedTrainer``).
+KVSTORE is a dist kvstore type (started by tests/pscluster.py), given to the Trainer as a
+KVStore; ``<type>:name`` gives the Trainer only the name, as most scripts do, so that the rank is
+known only once the handler's train_begin has made the kvstore (the data are drawn lazily);
+or ``horovod`` (under horovodrun, with ``hvd.DistributedTrainer``).
 
 Besides training with ``TensorBoardHandler(LOGDIR, distributed=MODE)`` it records, for
 the test to compare with what rank 0 logged: this worker's own epoch values (through
@@ -19,7 +21,7 @@ import mxnet as mx
 import numpy as np
 from mxnet import gluon
 from mxnet.gluon.contrib.estimator import Estimator
-from mxnet.gluon.contrib.estimator.event_handler import EpochEnd
+from mxnet.gluon.contrib.estimator.event_handler import EpochEnd, TrainBegin
 
 from gluon_tb import TensorBoardHandler
 from gluon_tb.handlers._base import scores
@@ -30,17 +32,40 @@ if kv_type == "horovod":
 
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
+elif kv_type.endswith(":name"):
+    kv_type = kv = kv_type[:-len(":name")]
+    rank = size = None  # from the handler, at train_begin
 else:
     kv = mx.kv.create(kv_type)
     rank, size = kv.rank, kv.num_workers
 mx.random.seed(7)  # same initial weights everywhere (rank 0's are pushed anyway)
-rng = np.random.default_rng(1000 + rank)  # ... but each rank its own data
-x = rng.normal(size=(96, 6)).astype(np.float32)
-y = (x[:, 0] + (rank + 1) * x[:, 1] > 0).astype(np.float32)
-if rank == 1:  # a harder shard: different accuracies on the two workers
-    y[::3] = 1 - y[::3]
-train = gluon.data.DataLoader(gluon.data.ArrayDataset(x[:64], y[:64]), batch_size=16)
-val = gluon.data.DataLoader(gluon.data.ArrayDataset(x[64:], y[64:]), batch_size=16)
+
+
+class Shard(gluon.data.Dataset):
+    """This rank's data, drawn on first use (the rank may be known only when fit starts)."""
+
+    data: dict = {}
+
+    def __init__(self, part):
+        self.part = part
+
+    def __len__(self):
+        return 64 if self.part == "train" else 32
+
+    def __getitem__(self, i):
+        if not Shard.data:
+            rng = np.random.default_rng(1000 + rank)  # each rank its own data
+            x = rng.normal(size=(96, 6)).astype(np.float32)
+            y = (x[:, 0] + (rank + 1) * x[:, 1] > 0).astype(np.float32)
+            if rank == 1:  # a harder shard: different accuracies on the two workers
+                y[::3] = 1 - y[::3]
+            Shard.data.update(train=(x[:64], y[:64]), val=(x[64:], y[64:]))
+        x, y = Shard.data[self.part]
+        return x[i], y[i]
+
+
+train = gluon.data.DataLoader(Shard("train"), batch_size=16)
+val = gluon.data.DataLoader(Shard("val"), batch_size=16)
 
 net = gluon.nn.HybridSequential()
 net.add(gluon.nn.Dense(8, activation="relu", in_units=6), gluon.nn.Dense(2, in_units=8))
@@ -52,7 +77,7 @@ if kv_type == "horovod":
 else:
     trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1}, kvstore=kv,
                             update_on_kvstore=(on_kv == "1"))
-record: dict = {"rank": rank, "size": size, "pid": os.getpid(), "epochs": {}}
+record: dict = {"pid": os.getpid(), "epochs": {}}
 HIST_BATCH = 2  # a batch on the histogram_period=2 schedule
 calls = {"n": 0}
 inner_step = trainer.step
@@ -74,6 +99,15 @@ def step(*args, **kwargs):  # wrapped before the handler wraps it: sees the same
 trainer.step = step
 
 
+class Rank(TrainBegin):
+    priority = 1001  # right after TensorBoardHandler's train_begin, before the first batch
+
+    def train_begin(self, estimator, *args, **kwargs):
+        global rank, size
+        if rank is None:
+            rank, size = handler.worker.rank, handler.worker.size
+
+
 class Recorder(EpochEnd):
     priority = 999  # after the metrics (-1000), before TensorBoardHandler (1000)
 
@@ -87,7 +121,8 @@ class Recorder(EpochEnd):
 est = Estimator(net, gluon.loss.SoftmaxCrossEntropyLoss(), train_metrics=[mx.metric.Accuracy()],
                 val_metrics=[mx.metric.Accuracy()], trainer=trainer, context=mx.cpu())
 handler = TensorBoardHandler(logdir, distributed=mode, histogram_period=2, images=False)
-est.fit(train, val_data=val, epochs=2, event_handlers=[Recorder(), handler])
+est.fit(train, val_data=val, epochs=2, event_handlers=[Recorder(), Rank(), handler])
+record.update(rank=rank, size=size)
 record["worker"] = [handler.worker.rank, handler.worker.size, handler.worker.source]
 with open(out_path.format(rank=rank), "w") as f:
     json.dump(record, f)

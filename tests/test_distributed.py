@@ -33,7 +33,8 @@ def train(tmp_path, mode, kv_type="dist_sync", update_on_kvstore="1"):
     for r in range(2):
         with open(out.format(rank=r)) as f:
             records.append(json.load(f))
-    assert [rec["worker"] for rec in records] == [[0, 2, f"kvstore:{kv_type}"], [1, 2, f"kvstore:{kv_type}"]]
+    kind = kv_type.split(":")[0]  # "dist_sync:name": the Trainer was given only the name
+    assert [rec["worker"] for rec in records] == [[0, 2, f"kvstore:{kind}"], [1, 2, f"kvstore:{kind}"]]
     return logdir, records
 
 
@@ -104,6 +105,16 @@ def test_all_writes_one_run_per_worker_with_its_own_values(tmp_path):
         after = np.asarray(recs[0]["grad_after"][p])
         np.testing.assert_allclose(after, before[0] + before[1], rtol=1e-5, atol=1e-7)
         assert not math.isclose(float(np.abs(after - before[0]).max()), 0.0, abs_tol=1e-9)
+
+
+def test_trainer_given_only_the_kvstore_name(tmp_path):
+    """Trainer(kvstore="dist_sync"): the handler makes the kvstore at train_begin, as step would."""
+    logdir, recs = train(tmp_path, "rank0", kv_type="dist_sync:name")
+    own = [[rec["epochs"][str(e)]["train"]["accuracy"] for e in range(EPOCHS)] for rec in recs]
+    assert own[0] != own[1]
+    want = [(a + b) / 2 for a, b in zip(*own)]
+    assert epoch_values(logdir, "train", "epoch_accuracy") == pytest.approx(want, rel=1e-6)
+    assert recs[0]["update_on_kvstore"] is True  # the trainer went on as with its own kvstore
 
 
 def test_dist_async_averages_too(tmp_path):

@@ -35,31 +35,6 @@ def kernel(request, monkeypatch):
     return request.param
 
 
-def test_c_kernel_is_built(kernel):
-    import shutil
-
-    if kernel == "numpy":
-        pytest.skip("checked once")
-    if not (shutil.which("cc") or shutil.which("gcc")):
-        pytest.skip("no C compiler: the package falls back to numpy")
-    from gluon_tb.writer import _fasthist  # noqa: F401  built by setup.py at install time
-
-
-def test_c_kernel_rejects_what_it_cannot_count(kernel):
-    if kernel == "numpy":
-        pytest.skip("checked once")
-    from gluon_tb.writer import _fasthist
-
-    t = _histogram._table(EDGES.tobytes(), "<f4")
-    ok = np.zeros(t.nbuckets + 3, np.int64)
-    with pytest.raises(TypeError, match="float32 or float64"):
-        _fasthist.count(np.ones(3, np.int32), t.base, t.inner, ok)
-    with pytest.raises(ValueError, match="wrong size"):
-        _fasthist.count(np.ones(3, np.float64), t.base, t.inner, ok)  # inner is float32
-    with pytest.raises(ValueError, match="outside counts"):
-        _fasthist.count(np.ones(3, np.float32), t.base, t.inner, np.zeros(5, np.int64))
-
-
 def expected(values, bins="default"):
     """``(bucket_limit, bucket)`` as numpy counts the finite values, empty ends trimmed."""
     x = np.asarray(values).reshape(-1)

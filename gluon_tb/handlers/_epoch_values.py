@@ -52,7 +52,9 @@ class EpochValues:
     def see_batch(self, losses: List[Any], batch: Any) -> None:
         self._batches += 1
         if losses:
-            self._samples += sum(int(l.shape[0]) if l.shape else 1 for l in losses)
+            for l in losses:
+                shape = l.shape  # one call into MXNet each
+                self._samples += int(shape[0]) if shape else 1
         elif isinstance(batch, (list, tuple)) and batch and hasattr(batch[0], "shape"):
             self._samples += int(batch[0].shape[0])
         if losses and self._own_loss is not None:  # the estimator has no loss metric
