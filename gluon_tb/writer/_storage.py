@@ -38,10 +38,11 @@ import struct
 import threading
 import time
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, List, Mapping, Optional
 
 from . import _proto
+from ._convert import describe
 from ._event_file import FILE_VERSION, event_file_name, next_number
 from ._record import frame
 
@@ -358,3 +359,19 @@ def _flush_live() -> None:
                     log.warning("gluon_tb: could not write %s at exit: %s", p.logdir, p.error)
         except Exception:  # never let logging break interpreter shutdown
             log.exception("gluon_tb: could not flush %s at exit", getattr(p, "logdir", "?"))
+
+
+def remote_options(logdir: str, storage_options: Any, remote: Any) -> Any:
+    """Check ``storage_options``/``remote``; the RemoteOptions for a URL logdir, else None."""
+    if storage_options is not None and not isinstance(storage_options, Mapping):
+        raise TypeError(f"storage_options must be a dict of fsspec options, got {describe(storage_options)}")
+    if remote is not None and not isinstance(remote, RemoteOptions):
+        raise TypeError(f"remote must be a RemoteOptions, got {describe(remote)}")
+    if not is_remote(logdir):
+        if storage_options or remote is not None:
+            raise ValueError(f"storage_options and remote apply to a URL logdir (s3://...), "
+                             f"got the local path {logdir!r}")
+        return None
+    if storage_options:
+        remote = replace(remote or RemoteOptions(), storage_options=dict(storage_options))
+    return remote

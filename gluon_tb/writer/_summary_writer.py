@@ -15,10 +15,11 @@ from typing import Any, Iterable, List, Mapping, Optional, Union
 import numpy as np
 
 from . import _lifecycle, _proto
-from ._convert import MAX_TAG_LEN, check_step, check_tag, check_walltime, describe, host_view, is_ndarray
+from ._convert import MAX_TAG_LEN, check_step, check_tag, check_walltime, describe
 from ._pipeline import ACTION, DEFAULT_MAX_QUEUE_BYTES, FLUSH, SCALAR, STOP, SUMMARY, Pipeline
 from ._pipeline import WriterClosedError
 from ._runs import check_run_name, payload_nbytes
+from ._scalar import mean_of, scalar_value
 
 Number = Union[int, float, np.number]
 _time = time.time
@@ -71,7 +72,7 @@ class SummaryWriter:
         logdir = os.fspath(logdir)
         if not logdir:
             raise ValueError("logdir must be a non-empty path, got ''")
-        from ._storage import check_logdir  # a URL (s3://...) is opened by the Pipeline, below
+        from ._storage import check_logdir, remote_options  # a URL is opened by the Pipeline
         logdir = check_logdir(logdir)
         if isinstance(max_queue, bool) or not isinstance(max_queue, int) or max_queue < 1:
             raise ValueError(f"max_queue must be a positive int, got {describe(max_queue)}")
@@ -86,7 +87,7 @@ class SummaryWriter:
         if on_full not in ("block", "drop"):
             raise ValueError(f"on_full must be 'block' or 'drop', got {on_full!r}")
         purge_step = check_step(purge_step, "purge_step")
-        remote = _remote_options(logdir, storage_options, remote)
+        remote = remote_options(logdir, storage_options, remote)
         self._logdir = logdir
         self._verbose = verbose
         self._p = Pipeline(logdir, flush_secs=float(flush_secs), filename_suffix=filename_suffix or "",
@@ -162,7 +163,7 @@ class SummaryWriter:
             elif t is dict or t is tuple or t is list:
                 return self._named_scalars(tag, value, global_step, walltime)
             else:
-                value = _scalar_value(value)
+                value = scalar_value(value)
         if global_step is None:
             step = 0
         elif type(global_step) is int and global_step >= 0:
@@ -198,7 +199,7 @@ class SummaryWriter:
             self._scalar_in_run(run, main_tag, v, global_step, wall)
 
     def _scalar_in_run(self, run: str, tag: str, value: Any, global_step: Any, walltime: Any) -> None:
-        value = float(value) if type(value) in (int, float) else _scalar_value(value)
+        value = float(value) if type(value) in (int, float) else scalar_value(value)
         step = self._step(global_step)
         wall = _time() if walltime is None else check_walltime(walltime)
         self._p.put_scalar((SCALAR, run, tag, value, step, wall))
@@ -231,7 +232,7 @@ class SummaryWriter:
             tag = check_tag(tag)
         if not isinstance(copy, bool):
             raise TypeError(f"copy must be a bool, got {describe(copy)}")
-        value = _mean_of(values, copy)
+        value = mean_of(values, copy)
         if global_step is None:
             step = 0
         elif type(global_step) is int and global_step >= 0:
@@ -452,114 +453,3 @@ class SummaryWriter:
             self._close_at_exit()
         except Exception:
             pass
-
-
-def _remote_options(logdir: str, storage_options: Any, remote: Any) -> Any:
-    """Check ``storage_options``/``remote``; the RemoteOptions for a URL logdir, else None."""
-    from ._storage import RemoteOptions, is_remote
-
-    if storage_options is not None and not isinstance(storage_options, Mapping):
-        raise TypeError(f"storage_options must be a dict of fsspec options, got {describe(storage_options)}")
-    if remote is not None and not isinstance(remote, RemoteOptions):
-        raise TypeError(f"remote must be a RemoteOptions, got {describe(remote)}")
-    if not is_remote(logdir):
-        if storage_options or remote is not None:
-            raise ValueError(f"storage_options and remote apply to a URL logdir (s3://...), "
-                             f"got the local path {logdir!r}")
-        return None
-    if storage_options:
-        import dataclasses
-
-        remote = dataclasses.replace(remote or RemoteOptions(), storage_options=dict(storage_options))
-    return remote
-
-
-_UNREDUCED_MAX = 1 << 16  # add_mean(copy=False) reads arrays up to this size on the worker
-
-
-class _Mean:
-    """NDArrays to average, read by ``float()`` on the writer thread.
-
-    Each part is an NDArray holding one mean queued on MXNet's engine (a fresh array
-    nobody else holds, so unlike an NDArray given to ``add_scalar`` it needs no copy),
-    or, from ``add_mean(copy=False)``, the caller's array itself.
-    """
-
-    __slots__ = ("parts", "known")
-
-    def __init__(self, parts: List[tuple], known: tuple) -> None:
-        self.parts = parts  # [(NDArray, element count, whether it holds the mean already)]
-        self.known = known  # (sum, count) of the numpy arrays among the values
-
-    def __float__(self) -> float:
-        total, count = self.known
-        for arr, n, reduced in self.parts:
-            if reduced:
-                total += float(arr.asnumpy().reshape(-1)[0]) * n
-            else:
-                total += float(host_view(arr).sum(dtype=np.float64))
-            count += n
-        return total / count
-
-
-def _mean_of(values: Any, copy: bool = True) -> Any:
-    """Check ``values`` of ``add_mean``; returns a float or a :class:`_Mean`."""
-    arrays = values if isinstance(values, (list, tuple)) else [values]
-    if not arrays:
-        raise ValueError("values must be an array or a non-empty list of arrays, got an empty "
-                         f"{type(values).__name__}")
-    parts: List[tuple] = []
-    total, count = 0.0, 0
-    for a in arrays:
-        if is_ndarray(a):
-            n = a.size
-            _check_mean_part(np.dtype(a.dtype), n, a)
-            if not copy and n <= _UNREDUCED_MAX:
-                parts.append((a, n, False))
-            elif a.shape:
-                parts.append((a.mean(), n, True))
-            else:  # 0-d (mx.np): no reduction op takes it without npx.set_np()
-                total += float(a.asnumpy().reshape(-1)[0])
-                count += 1
-            continue
-        if isinstance(a, (str, bytes)) or a is None:
-            raise TypeError(f"values must be an array or a list of arrays, got {describe(a)}")
-        try:
-            arr = np.asarray(a)
-        except Exception as e:  # ragged lists and the like
-            raise TypeError(f"values must be numeric arrays, got {describe(a)}: {e}") from None
-        _check_mean_part(arr.dtype, arr.size, a)
-        total += float(arr.sum(dtype=np.float64))
-        count += arr.size
-    if not parts:
-        return total / count
-    return _Mean(parts, (total, count))
-
-
-def _check_mean_part(dtype: np.dtype, size: int, a: Any) -> None:
-    if dtype.kind not in "biuf":
-        raise TypeError(f"values must be numeric arrays (bool, int or float), got {describe(a)}")
-    if size == 0:
-        raise ValueError(f"values must be non-empty arrays, got {describe(a)}")
-
-
-def _scalar_value(value: Any) -> Any:
-    """Validate a non-float scalar; returns a float, or an NDArray copy read later."""
-    if isinstance(value, (bool, np.bool_)):
-        return 1.0 if value else 0.0
-    if isinstance(value, (np.floating, np.integer)):
-        return float(value)
-    if isinstance(value, np.ndarray):
-        if value.size != 1 or value.dtype.kind not in "biuf":
-            raise ValueError(f"value must be a single number, got {describe(value)}")
-        return float(value.reshape(-1)[0])
-    if is_ndarray(value):
-        if value.size != 1:
-            raise ValueError(f"value must be a single number, got {describe(value)}")
-        try:
-            return value.copy()  # queued on MXNet's engine; read by the writer thread
-        except Exception:  # 0-d mx.np arrays without npx.set_np(): no op accepts them
-            return float(value.asnumpy().reshape(-1)[0])
-    if isinstance(value, (str, bytes)) or not hasattr(value, "__float__"):
-        raise TypeError(f"value must be a number, got {describe(value)}")
-    return float(value)
