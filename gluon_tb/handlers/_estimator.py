@@ -24,17 +24,18 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Union
 
 from mxnet.gluon.contrib.estimator.event_handler import BatchEnd, EpochBegin, EpochEnd, TrainBegin, TrainEnd
 
-from ._base import (ON_ERROR, TRAIN, ParamFilter, RunWriters, Wrap, batch_gradient, check_bool, check_choice,
+from ._base import (ON_ERROR, TRAIN, ParamFilter, RunWriters, Wrap, check_bool, check_choice,
                     check_hparams, check_logdir, check_positive_int, check_positive_number,
                     param_selector, scores, wrap)
 from ._dist import DISTRIBUTED, Worker
 from ._epoch_values import EpochValues
 from ._filters import ConvFilters, check_conv_filters
 from ._health import GradHealth, HealthMonitor, check_grad_health
+from ._histograms import ParamHistograms
 from ._projector import Embeddings, Projector, check_embeddings
 from ._inputs import log_first_batch
 from ._schedule import Period, schedule
@@ -122,7 +123,6 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
                                check_positive_number(flush_secs, "flush_secs"), storage_options)
         self._every = schedule(batch_period, "batch_period")
         self._hist = schedule(histogram_period, "histogram_period", allow_epoch=True)
-        self._want = param_selector(params)
         self._images = check_bool(images, "images")
         self._max_images = check_positive_int(max_images, "max_images")
         self._graph = check_bool(graph, "graph")
@@ -132,15 +132,7 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
         self._epoch = 0
         self._graph_done = False
         self._in_epoch = 0
-        self._epoch_len: Optional[int] = None
-        self._fit_first = 0
         self._taps: List[Wrap] = []
-        self._chosen: Optional[List[Tuple[str, Any]]] = None
-        self._grads_at = -1  # batch whose gradients were taken (or stashed)
-        self._hist_done = False
-        self._stash: Dict[str, Any] = {}
-        self._stash_at = -1
-        self._est: Any = None
         filt, emb, health = check_conv_filters(conv_filters), check_embeddings(embeddings), \
             check_grad_health(grad_health)
         if health is not None and self._hist.never:
@@ -149,6 +141,7 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
         self._filters = ConvFilters(filt, self._out) if filt else None
         self._proj = Projector(emb, self._out) if emb else None
         self._health = HealthMonitor(health, self._out) if health else None
+        self._hists = ParamHistograms(self._out, self._hist, param_selector(params), self._health)
 
     @property
     def logdir(self) -> str:
@@ -168,14 +161,14 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
     # ------------------------------------------------------------ events
     def train_begin(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
         self._remove_taps()
-        self._est = estimator
-        self._fit_first = self._step
-        self._in_epoch, self._epoch_len, self._chosen = 0, None, None
+        self._in_epoch = 0
+        self._hists.train_begin(estimator, self._step)
         val = self._epochs.train_begin(estimator)
         if val is not None:
             self._taps.append(val)
         if not self._hist.never and not self._out.muted:
-            tap = wrap(estimator.trainer, ("step", "allreduce_grads"), self._before_update)
+            tap = wrap(estimator.trainer, ("step", "allreduce_grads"),
+                       lambda: self._hists.before_update(self._step, self._in_epoch))
             if tap is None:
                 self._out.say_once("tap", "gluon_tb: cannot hook the trainer; gradients are not logged",
                                    logging.WARNING)
@@ -190,7 +183,8 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
             self._health.stop = False
 
     def epoch_begin(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
-        self._in_epoch, self._hist_done = 0, False
+        self._in_epoch = 0
+        self._hists.epoch_begin()
         self._epochs.epoch_begin(estimator)
 
     def batch_end(self, estimator: Any, *args: Any, **kwargs: Any) -> bool:
@@ -211,11 +205,7 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
             log_first_batch(self._out, batch, self._max_images, self._epoch)
         if not self._graph_done:
             self._add_graph(estimator.net)
-        if self._hist.every is not None and self._hist.due(k) or self._grads_at == k and self._hist_done:
-            if self._grads_at != k:
-                self._out.say_once("no-step", "gluon_tb: trainer.step was not called; gradient "
-                                   "histograms are not logged", logging.WARNING)
-            self._add_histograms("weights", self._weights(), k)
+        self._hists.batch_end(k)
         if self._filters and self._in_epoch == 0:
             self._filters.see_batch(batch)
         self._step += 1
@@ -228,13 +218,7 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
     def epoch_end(self, estimator: Any, *args: Any, **kwargs: Any) -> bool:
         e, last = self._epoch, self._step - 1
         self._epochs.epoch_end(estimator, e)
-        if self._hist.per_epoch:
-            if not self._hist_done and self._stash_at == last and self._in_epoch:
-                self._add_histograms("gradients", list(self._stash.items()), last)
-                self._add_histograms("weights", self._weights(), last)
-            if not self._cut_by_max_batch():
-                self._epoch_len = self._in_epoch
-            self._stash, self._stash_at = {}, -1
+        self._hists.epoch_end(last, self._in_epoch, self._step)
         if self._filters and not self._out.muted:
             self._filters.epoch_end(e)
         if self._proj and not self._out.muted:
@@ -260,68 +244,12 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
             self._out.write(TRAIN, "add_hparams", self._hparams, final, max(self._epoch - 1, 0))
         self._out.close()
 
-    # ------------------------------------------------------------ hooks
-    def _before_update(self) -> None:
-        """Runs inside ``trainer.step``/``allreduce_grads``, before anything changes the gradients."""
-        k = self._step
-        if self._grads_at == k:
-            return
-        if self._hist.every is not None:
-            if self._hist.due(k):
-                self._grads_at = k
-                self._add_histograms("gradients", self._gradients(), k)
-            return
-        fit_k = k - self._fit_first
-        max_batch = getattr(self._est, "max_batch", None)
-        if (self._epoch_len is not None and self._in_epoch == self._epoch_len - 1) or \
-                (max_batch and fit_k == max_batch - 1):
-            self._grads_at, self._hist_done = k, True
-            self._add_histograms("gradients", self._gradients(), k)
-        elif self._epoch_len is None:  # unknown length: keep a device copy of every batch's
-            self._grads_at = self._stash_at = k
-            for name, g in self._gradients():
-                buf = self._stash.get(name)
-                if buf is None or buf.shape != g.shape or buf.context != g.context:
-                    self._stash[name] = g.copy()
-                else:
-                    g.copyto(buf)
-
     def _remove_taps(self) -> None:
         for tap in self._taps:
             tap.remove()
         self._taps = []
 
     # ------------------------------------------------------------ pieces
-    def _cut_by_max_batch(self) -> bool:
-        max_batch = getattr(self._est, "max_batch", None)
-        return bool(max_batch) and self._step - self._fit_first >= max_batch
-
-    def _selected(self) -> List[Tuple[str, Any]]:
-        if self._chosen is None:
-            chosen = []
-            for name, p in self._est.net.collect_params().items():
-                if p.grad_req == "null" or not self._want(name):
-                    continue
-                try:
-                    p.list_ctx()
-                except RuntimeError:  # never initialized (unused parameter)
-                    continue
-                chosen.append((name, p))
-            self._chosen = chosen
-        return self._chosen
-
-    def _gradients(self) -> List[Tuple[str, Any]]:
-        return [(name, batch_gradient(p)) for name, p in self._selected()]
-
-    def _weights(self) -> List[Tuple[str, Any]]:
-        return [(name, p.list_data()[0]) for name, p in self._selected()]
-
-    def _add_histograms(self, kind: str, arrays: List[Tuple[str, Any]], step: int) -> None:
-        if arrays:  # one queued item, one event
-            self._out.write(TRAIN, "add_histograms", {f"{kind}/{n}": a for n, a in arrays}, step)
-        if kind == "gradients" and self._health:
-            self._health.observe(step, arrays, dict(self._selected()))
-
     def _stop_now(self) -> bool:
         """A health detector's stop; not with several workers, whose collectives would hang."""
         if not (self._health and self._health.stop):

@@ -1,0 +1,109 @@
+"""``gradients/<param>`` and ``weights/<param>`` of :class:`TensorBoardHandler`, on its schedule.
+
+Gradients are taken inside ``trainer.step``/``allreduce_grads`` (:meth:`ParamHistograms.before_update`,
+hooked by the handler), the one moment at which they are what the batch produced: summed over
+devices, before a kvstore overwrites the buffers. Weights are taken at ``batch_end``, after that
+batch's update. With ``histogram_period="epoch"`` the last batch of an epoch is logged; until the
+first epoch has ended its length is unknown, so during it each batch's gradients are copied on the
+device (asynchronously) and the last copy is logged at the epoch's end.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from ._base import TRAIN, RunWriters, batch_gradient
+from ._schedule import Schedule
+
+Arrays = List[Tuple[str, Any]]
+
+
+class ParamHistograms:
+    """Decides, per batch, whose gradients and weights are logged, and logs them."""
+
+    def __init__(self, out: RunWriters, hist: Schedule, want: Callable[[str], bool], health: Any) -> None:
+        self._out, self._hist, self._want, self._health = out, hist, want, health
+        self._est: Any = None
+        self._fit_first = 0  # global index of the fit's first batch
+        self._epoch_len: Optional[int] = None
+        self._chosen: Optional[Arrays] = None
+        self._grads_at = -1  # batch whose gradients were taken (or stashed)
+        self._done = False  # this epoch's histograms are logged
+        self._stash: Dict[str, Any] = {}
+        self._stash_at = -1
+
+    def train_begin(self, estimator: Any, step: int) -> None:
+        self._est, self._fit_first = estimator, step
+        self._epoch_len, self._chosen = None, None
+
+    def epoch_begin(self) -> None:
+        self._done = False
+
+    def before_update(self, k: int, in_epoch: int) -> None:
+        """Inside ``trainer.step``/``allreduce_grads`` of global batch ``k``, ``in_epoch`` of its epoch."""
+        if self._grads_at == k:
+            return
+        if self._hist.every is not None:
+            if self._hist.due(k):
+                self._grads_at = k
+                self.log("gradients", self._gradients(), k)
+            return
+        max_batch = getattr(self._est, "max_batch", None)
+        if (self._epoch_len is not None and in_epoch == self._epoch_len - 1) or \
+                (max_batch and k - self._fit_first == max_batch - 1):
+            self._grads_at, self._done = k, True
+            self.log("gradients", self._gradients(), k)
+        elif self._epoch_len is None:  # unknown length: keep a device copy of every batch's
+            self._grads_at = self._stash_at = k
+            for name, g in self._gradients():
+                buf = self._stash.get(name)
+                if buf is None or buf.shape != g.shape or buf.context != g.context:
+                    self._stash[name] = g.copy()
+                else:
+                    g.copyto(buf)
+
+    def batch_end(self, k: int) -> None:
+        """After batch ``k``'s update: its weights, when its gradients were (or were due)."""
+        if self._hist.every is not None and self._hist.due(k) or self._grads_at == k and self._done:
+            if self._grads_at != k:
+                self._out.say_once("no-step", "gluon_tb: trainer.step was not called; gradient "
+                                   "histograms are not logged", logging.WARNING)
+            self.log("weights", self._weights(), k)
+
+    def epoch_end(self, last: int, in_epoch: int, step: int) -> None:
+        """``last``: the epoch's last global batch; ``step``: the next one."""
+        if not self._hist.per_epoch:
+            return
+        if not self._done and self._stash_at == last and in_epoch:
+            self.log("gradients", list(self._stash.items()), last)
+            self.log("weights", self._weights(), last)
+        max_batch = getattr(self._est, "max_batch", None)
+        if not (max_batch and step - self._fit_first >= max_batch):  # a whole epoch: its length
+            self._epoch_len = in_epoch
+        self._stash, self._stash_at = {}, -1
+
+    def log(self, kind: str, arrays: Arrays, step: int) -> None:
+        if arrays:  # one queued item, one event
+            self._out.write(TRAIN, "add_histograms", {f"{kind}/{n}": a for n, a in arrays}, step)
+        if kind == "gradients" and self._health:
+            self._health.observe(step, arrays, dict(self._selected()))
+
+    def _selected(self) -> Arrays:
+        if self._chosen is None:
+            chosen = []
+            for name, p in self._est.net.collect_params().items():
+                if p.grad_req == "null" or not self._want(name):
+                    continue
+                try:
+                    p.list_ctx()
+                except RuntimeError:  # never initialized (unused parameter)
+                    continue
+                chosen.append((name, p))
+            self._chosen = chosen
+        return self._chosen
+
+    def _gradients(self) -> Arrays:
+        return [(name, batch_gradient(p)) for name, p in self._selected()]
+
+    def _weights(self) -> Arrays:
+        return [(name, p.list_data()[0]) for name, p in self._selected()]
