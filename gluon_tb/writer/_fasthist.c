@@ -26,60 +26,39 @@ typedef struct {
     double lo, hi, sum, sq;
 } stats_t;
 
-static void count_f32(const float *x, Py_ssize_t n, const int64_t *base, const float *inner,
-                      int64_t *counts, stats_t *st) {
-    double lo = INFINITY, hi = -INFINITY, sum = 0.0, sq = 0.0;
-    int64_t finite = 0;
-    for (Py_ssize_t start = 0; start < n; start += BLOCK) {
-        Py_ssize_t end = start + BLOCK < n ? start + BLOCK : n;
-        double bs = 0.0, bq = 0.0;
-        for (Py_ssize_t i = start; i < end; i++) {
-            float v = x[i];
-            uint32_t bits;
-            memcpy(&bits, &v, sizeof bits);
-            uint32_t cell = bits >> 16;
-            counts[base[cell] + (v >= inner[cell])]++;
-            if (((bits >> 23) & 0xFFu) != 0xFFu) {
-                double d = (double)v;
-                bs += d;
-                bq += d * d;
-                if (d < lo) lo = d;
-                if (d > hi) hi = d;
-                finite++;
-            }
-        }
-        sum += bs;
-        sq += bq;
+/* count_f32 and count_f64: the same loop for each float width. A value's cell is the top 16
+ * bits of its bit pattern; it is finite unless its exponent bits are all ones. */
+#define DEFINE_COUNT(NAME, FLOAT, UINT, CELL_SHIFT, EXP_SHIFT, EXP_MASK)                       \
+    static void NAME(const FLOAT *x, Py_ssize_t n, const int64_t *base, const FLOAT *inner,    \
+                     int64_t *counts, stats_t *st) {                                           \
+        double lo = INFINITY, hi = -INFINITY, sum = 0.0, sq = 0.0;                             \
+        int64_t finite = 0;                                                                    \
+        for (Py_ssize_t start = 0; start < n; start += BLOCK) {                                \
+            Py_ssize_t end = start + BLOCK < n ? start + BLOCK : n;                            \
+            double bs = 0.0, bq = 0.0;                                                         \
+            for (Py_ssize_t i = start; i < end; i++) {                                         \
+                FLOAT v = x[i];                                                                \
+                UINT bits;                                                                     \
+                memcpy(&bits, &v, sizeof bits);                                                \
+                UINT cell = bits >> (CELL_SHIFT);                                              \
+                counts[base[cell] + (v >= inner[cell])]++;                                     \
+                if (((bits >> (EXP_SHIFT)) & (EXP_MASK)) != (EXP_MASK)) {                      \
+                    double d = (double)v;                                                      \
+                    bs += d;                                                                   \
+                    bq += d * d;                                                               \
+                    if (d < lo) lo = d;                                                        \
+                    if (d > hi) hi = d;                                                        \
+                    finite++;                                                                  \
+                }                                                                              \
+            }                                                                                  \
+            sum += bs;                                                                         \
+            sq += bq;                                                                          \
+        }                                                                                      \
+        st->finite = finite; st->lo = lo; st->hi = hi; st->sum = sum; st->sq = sq;             \
     }
-    st->finite = finite; st->lo = lo; st->hi = hi; st->sum = sum; st->sq = sq;
-}
 
-static void count_f64(const double *x, Py_ssize_t n, const int64_t *base, const double *inner,
-                      int64_t *counts, stats_t *st) {
-    double lo = INFINITY, hi = -INFINITY, sum = 0.0, sq = 0.0;
-    int64_t finite = 0;
-    for (Py_ssize_t start = 0; start < n; start += BLOCK) {
-        Py_ssize_t end = start + BLOCK < n ? start + BLOCK : n;
-        double bs = 0.0, bq = 0.0;
-        for (Py_ssize_t i = start; i < end; i++) {
-            double v = x[i];
-            uint64_t bits;
-            memcpy(&bits, &v, sizeof bits);
-            uint64_t cell = bits >> 48;
-            counts[base[cell] + (v >= inner[cell])]++;
-            if (((bits >> 52) & 0x7FFu) != 0x7FFu) {
-                bs += v;
-                bq += v * v;
-                if (v < lo) lo = v;
-                if (v > hi) hi = v;
-                finite++;
-            }
-        }
-        sum += bs;
-        sq += bq;
-    }
-    st->finite = finite; st->lo = lo; st->hi = hi; st->sum = sum; st->sq = sq;
-}
+DEFINE_COUNT(count_f32, float, uint32_t, 16, 23, 0xFFu)
+DEFINE_COUNT(count_f64, double, uint64_t, 48, 52, 0x7FFu)
 
 static int is_format(const Py_buffer *b, char code) {
     const char *f = b->format ? b->format : "B";

@@ -200,6 +200,10 @@ class SummaryWriter:
 
     def _scalar_in_run(self, run: str, tag: str, value: Any, global_step: Any, walltime: Any) -> None:
         value = float(value) if type(value) in (int, float) else scalar_value(value)
+        self._put_scalar(run, tag, value, global_step, walltime)
+
+    def _put_scalar(self, run: Optional[str], tag: str, value: Any, global_step: Any, walltime: Any) -> None:
+        """Queue a checked value (a float, or what the worker turns into one with ``float()``)."""
         step = self._step(global_step)
         wall = _time() if walltime is None else check_walltime(walltime)
         self._p.put_scalar((SCALAR, run, tag, value, step, wall))
@@ -226,21 +230,11 @@ class SummaryWriter:
                 loss = loss_fn(net(x), y)
             sw.add_mean("batch_loss", loss, global_step=i)
         """
-        if self._closed or self._p.error is not None:
-            self._check()
-        if type(tag) is not str or not tag or len(tag) > MAX_TAG_LEN:
-            tag = check_tag(tag)
+        self._check()
+        tag = check_tag(tag)
         if not isinstance(copy, bool):
             raise TypeError(f"copy must be a bool, got {describe(copy)}")
-        value = mean_of(values, copy)
-        if global_step is None:
-            step = 0
-        elif type(global_step) is int and global_step >= 0:
-            step = global_step
-        else:
-            step = check_step(global_step)
-        wall = _time() if walltime is None else check_walltime(walltime)
-        self._p.put_scalar((SCALAR, None, tag, value, step, wall))
+        self._put_scalar(None, tag, mean_of(values, copy), global_step, walltime)
 
     # ------------------------------------------------------------ arrays
     def add_histogram(self, tag: str, values: Any, global_step: Optional[int] = None,
