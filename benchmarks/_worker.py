@@ -103,35 +103,31 @@ def bench_hist(name: str, logdir: str, n: int = 10_000_000, k: int = 3, nd: int 
         arr = mx.nd.array(arr)
         mx.nd.waitall()
     w = make_writer(name, logdir)
-    calls, disk = [], []
-    for step in range(k):
-        t0 = pc()
-        w.add_histogram("bench/hist", arr, step, bins=b)
-        t1 = pc()
-        w.flush()
-        t2 = pc()
-        calls.append(t1 - t0)
-        disk.append(t2 - t0)
-    w.close()
-    return {"call_ms_median": float(np.median(calls)) * 1e3, "disk_ms_median": float(np.median(disk)) * 1e3,
-            "call_ms_all": [c * 1e3 for c in calls], "k": k, "n": n}
+    calls, out = _call_then_flush(w, k, lambda step: w.add_histogram("bench/hist", arr, step, bins=b))
+    return dict(out, call_ms_all=[c * 1e3 for c in calls], n=n)
 
 
 def bench_images(name: str, logdir: str, k: int = 10) -> dict:
     imgs = image_batch()
     w = make_writer(name, logdir)
+    return _call_then_flush(w, k, lambda step: add_images(name, w, "bench/images", imgs, step))[1]
+
+
+def _call_then_flush(w, k: int, call) -> tuple:
+    """``call(step)`` then ``w.flush()``, ``k`` times, then close: the caller's times and the
+    medians of the call and of call + flush (until on disk)."""
     calls, disk = [], []
     for step in range(k):
         t0 = pc()
-        add_images(name, w, "bench/images", imgs, step)
+        call(step)
         t1 = pc()
         w.flush()
         t2 = pc()
         calls.append(t1 - t0)
         disk.append(t2 - t0)
     w.close()
-    return {"call_ms_median": float(np.median(calls)) * 1e3, "disk_ms_median": float(np.median(disk)) * 1e3,
-            "k": k}
+    return calls, {"call_ms_median": float(np.median(calls)) * 1e3,
+                   "disk_ms_median": float(np.median(disk)) * 1e3, "k": k}
 
 
 def bench_memory(name: str, logdir: str, n: int = 5_000_000, warm: int = 200_000,

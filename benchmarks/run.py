@@ -16,9 +16,7 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Callable, Dict, List, Optional
-
-import numpy as np
+from typing import Callable, Dict, List
 
 import _verify
 
@@ -101,7 +99,7 @@ def main() -> None:
     # mxboard 0.1.0's generated protobuf code is regenerated into .venv/mxboard-regen (see regen_mxboard.py)
     subprocess.run([sys.executable, os.path.join(HERE, "regen_mxboard.py"), REGEN], check=True,
                    stdout=subprocess.DEVNULL)
-    log(f"mxboard runs with regenerated protobuf code and "
+    log("mxboard runs with regenerated protobuf code and "
         + ("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python" if a.mxboard_protobuf == "python"
            else "protobuf's default (upb) backend"))
     t_all = time.perf_counter()

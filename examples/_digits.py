@@ -23,3 +23,15 @@ def split(images: np.ndarray, labels: np.ndarray, val_fraction: float = 0.2, see
     n_val = int(len(images) * val_fraction)
     val, train = order[:n_val], order[n_val:]
     return (images[train], labels[train]), (images[val], labels[val])
+
+
+def loaders(batch_size: int):
+    """``(train, validation)`` Gluon DataLoaders of the split above (train shuffled)."""
+    from mxnet import gluon
+
+    (x_tr, y_tr), (x_val, y_val) = split(*load_digits())
+    train = gluon.data.DataLoader(gluon.data.ArrayDataset(x_tr, y_tr.astype("float32")),
+                                  batch_size=batch_size, shuffle=True)
+    val = gluon.data.DataLoader(gluon.data.ArrayDataset(x_val, y_val.astype("float32")),
+                                batch_size=batch_size)
+    return train, val

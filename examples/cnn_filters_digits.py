@@ -20,7 +20,7 @@ from mxnet.gluon.contrib.estimator import Estimator
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _digits import load_digits, split  # noqa: E402
+from _digits import loaders  # noqa: E402
 from estimator_digits import build_net  # noqa: E402
 
 from gluon_tb.handlers import Embeddings, TensorBoardHandler  # noqa: E402
@@ -34,10 +34,7 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
 
     mx.random.seed(0)
-    (x_tr, y_tr), (x_val, y_val) = split(*load_digits())
-    train = gluon.data.DataLoader(gluon.data.ArrayDataset(x_tr, y_tr.astype("float32")),
-                                  batch_size=64, shuffle=True)
-    val = gluon.data.DataLoader(gluon.data.ArrayDataset(x_val, y_val.astype("float32")), batch_size=64)
+    train, val = loaders(64)
 
     net = build_net()
     net.initialize(mx.init.Xavier())

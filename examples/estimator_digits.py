@@ -16,7 +16,7 @@ from mxnet.gluon.contrib.estimator import Estimator
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _digits import load_digits, split  # noqa: E402
+from _digits import loaders  # noqa: E402
 
 from gluon_tb.handlers import TensorBoardHandler  # noqa: E402
 
@@ -43,11 +43,7 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
 
     mx.random.seed(0)
-    (x_tr, y_tr), (x_val, y_val) = split(*load_digits())
-    train = gluon.data.DataLoader(gluon.data.ArrayDataset(x_tr, y_tr.astype("float32")),
-                                  batch_size=args.batch_size, shuffle=True)
-    val = gluon.data.DataLoader(gluon.data.ArrayDataset(x_val, y_val.astype("float32")),
-                                batch_size=args.batch_size)
+    train, val = loaders(args.batch_size)
 
     net = build_net()
     net.initialize(mx.init.Xavier())
