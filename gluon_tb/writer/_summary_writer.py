@@ -18,6 +18,7 @@ from . import _lifecycle, _proto
 from ._convert import MAX_TAG_LEN, check_step, check_tag, check_walltime, describe
 from ._pipeline import ACTION, DEFAULT_MAX_QUEUE_BYTES, FLUSH, SCALAR, STOP, SUMMARY, Pipeline
 from ._pipeline import WriterClosedError
+from ._buffers import BufferPool
 from ._runs import check_run_name, payload_nbytes
 from ._scalar import mean_of, scalar_value
 
@@ -51,7 +52,8 @@ class SummaryWriter:
         max_queue_bytes: bound of the queue in bytes (default 64 MiB); past it
             ``add_*`` calls block until the writer catches up, or, with
             ``on_full="drop"``, drop the event and count it in the scalar
-            ``gluon_tb/dropped_events``.
+            ``gluon_tb/dropped_events``. Histogram copy buffers kept for reuse
+            (see ``_buffers.py``) are bounded by the same number of bytes.
         purge_step: when resuming from a checkpoint taken at this step,
             TensorBoard hides the events of earlier runs at or after it.
         storage_options: for a URL ``logdir`` (``s3://...``), keyword arguments of
@@ -93,6 +95,7 @@ class SummaryWriter:
         self._p = Pipeline(logdir, flush_secs=float(flush_secs), filename_suffix=filename_suffix or "",
                            max_queue_bytes=max_queue_bytes, wake_items=max_queue, on_full=on_full,
                            remote=remote)
+        self._pool = BufferPool(max_queue_bytes)  # histogram copies, reused once written
         self._closed = False
         self._close_lock = threading.Lock()
         self._projector: List[Any] = []  # embeddings of this run, touched by the worker only
@@ -247,7 +250,7 @@ class SummaryWriter:
 
         self._check()
         tag = check_tag(tag)
-        self._queue(tag, build_histogram, capture_histogram(values, bins), global_step, walltime)
+        self._queue(tag, build_histogram, capture_histogram(values, bins, self._pool), global_step, walltime)
 
     def add_histograms(self, values: Mapping[str, Any], global_step: Optional[int] = None,
                        bins: Any = "default", walltime: Optional[float] = None) -> None:
@@ -263,7 +266,7 @@ class SummaryWriter:
         from ._histogram import build_histograms, capture_histograms
 
         self._check()
-        group = capture_histograms(values, bins)
+        group = capture_histograms(values, bins, self._pool)
         self._queue(group.items[0][0], build_histograms, group, global_step, walltime)
 
     def add_image(self, tag: str, image: Any, global_step: Optional[int] = None,
@@ -418,6 +421,7 @@ class SummaryWriter:
             self._closed = True
         if self._p.started:
             self._p.sync(STOP)
+        self._pool.clear()
         err = self._p.take_error()
         if err is not None:
             raise err

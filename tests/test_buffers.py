@@ -1,0 +1,153 @@
+"""BufferPool: histogram copies reuse buffers the worker has handed back, never one still in use."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import readback
+
+from gluon_tb import SummaryWriter
+from gluon_tb.writer._buffers import BufferPool
+from gluon_tb.writer._histogram import default_edges
+
+mx = pytest.importorskip("mxnet")
+
+
+def test_numpy_buffer_is_reused_only_after_it_is_given_back():
+    pool = BufferPool(1 << 20)
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    a = pool.copy_numpy(x)
+    b = pool.copy_numpy(x)  # a is not given back yet: a new buffer
+    assert a is not b and np.shares_memory(a, x) is False
+    pool.give(a)
+    assert pool.idle_bytes == a.nbytes
+    x += 100
+    c = pool.copy_numpy(x)
+    assert c is a and (c == x).all() and pool.idle_bytes == 0
+    assert pool.copy_numpy(x) is not a  # handed out once only
+
+
+def test_numpy_copy_of_any_layout_is_c_contiguous_and_equal():
+    pool = BufferPool(1 << 20)
+    x = np.asfortranarray(np.arange(20.0).reshape(4, 5))[:, ::2]
+    a = pool.copy_numpy(x)
+    assert a.flags.c_contiguous and (a == x).all()
+    pool.give(a)
+    assert pool.copy_numpy(x) is a
+    view = a[1:]
+    pool.give(view)  # not a buffer the pool made: ignored
+    assert pool.idle_bytes == 0
+
+
+def test_idle_bytes_stay_under_the_bound_oldest_kind_first():
+    pool = BufferPool(3 * 400)
+    bufs = [pool.copy_numpy(np.zeros(100, np.float32)) for _ in range(2)]  # 400 bytes each
+    other = pool.copy_numpy(np.zeros(50, np.float64))  # 400 bytes, another kind
+    for b in bufs:
+        pool.give(b)
+    pool.give(other)
+    assert pool.idle_bytes == 1200
+    pool.give(pool.copy_numpy(np.zeros(100, np.int32)))  # a fourth: the oldest kind goes
+    assert pool.idle_bytes == 1200
+    assert pool.copy_numpy(np.zeros(50, np.float64)) is other
+    pool.give(np.zeros(1000, np.float32))  # larger than the whole bound: not kept
+    assert pool.idle_bytes == 800
+    pool.clear()
+    assert pool.idle_bytes == 0
+
+
+def test_ndarray_copies_in_one_operation_are_private_and_reused():
+    pool = BufferPool(1 << 20)
+    rng = np.random.default_rng(0)
+    srcs = [mx.nd.array(rng.standard_normal(s)) for s in [(30, 7), (5,), (3, 2, 2)]]
+    srcs += [mx.nd.array(rng.standard_normal(6), dtype="float64"), mx.nd.array([1, 2, 3], dtype="int32"),
+             mx.nd.array(rng.standard_normal(4), dtype="float16"), mx.np.array([1.5, 2.5])]
+    want = [s.asnumpy() for s in srcs]
+    copies = pool.copy_ndarrays(srcs)
+    for s in srcs:
+        s[:] = 7  # queued after the copies on MXNet's engine
+    for c, w, s in zip(copies, want, srcs):
+        assert c is not s and c.ctx == mx.cpu() and c.dtype == s.dtype and c.shape == s.shape
+        np.testing.assert_array_equal(c.asnumpy(), w)
+    for c in copies:
+        pool.give(c)
+    again = pool.copy_ndarrays(srcs)
+    assert [id(a) for a in again] == [id(c) for c in copies]  # every one reused
+    for a in again:
+        assert (a.asnumpy() == 7).all()
+
+
+def test_ndarray_copies_without_the_multi_copy_operator(monkeypatch):
+    def missing(*args, **kwargs):
+        raise AttributeError("no amp_multicast in this build")
+
+    monkeypatch.setattr(mx.nd, "amp_multicast", missing)
+    srcs = [mx.nd.ones((4, 3)) * i for i in range(3)]
+    copies = BufferPool(1 << 20).copy_ndarrays(srcs)
+    for s in srcs:
+        s += 10
+    assert [float(c.sum().asscalar()) for c in copies] == [0.0, 12.0, 24.0]
+
+
+def test_many_ndarrays_and_sparse_ones():
+    srcs = [mx.nd.full((i + 1,), float(i)) for i in range(300)]
+    sparse = mx.nd.array(np.eye(4)).tostype("row_sparse")
+    copies = BufferPool(1 << 20).copy_ndarrays(srcs + [sparse])
+    assert [float(c.asnumpy()[0]) for c in copies[:-1]] == [float(i) for i in range(300)]
+    assert copies[-1].stype == "row_sparse" and (copies[-1].asnumpy() == np.eye(4)).all()
+
+
+def test_writer_logs_each_call_as_it_was_while_buffers_are_reused(tmp_path):
+    """Arrays overwritten after every call, with and without flushes between: each step's
+    histograms are numpy's of the values at that step's call."""
+    rng = np.random.default_rng(5)
+    nds = {"g/a": mx.nd.zeros((64, 9)), "g/b": mx.nd.zeros((17,))}
+    npy = {"n/c": np.zeros((33,), np.float32)}
+    want = {}
+    with SummaryWriter(str(tmp_path)) as w:
+        for step in range(12):
+            for tag, a in nds.items():
+                a[:] = mx.nd.array(rng.standard_normal(a.shape) * (step + 1))
+            npy["n/c"][:] = rng.standard_normal(33) * (step + 1)
+            for tag, a in list(nds.items()) + list(npy.items()):
+                want[(tag, step)] = np.array(a.asnumpy() if hasattr(a, "asnumpy") else a)
+            w.add_histograms({**nds, **npy}, step)
+            w.add_histogram("single", nds["g/a"], step)
+            want[("single", step)] = want[("g/a", step)]
+            for a in nds.values():
+                a[:] = -1e6  # right after the call: must not be seen
+            npy["n/c"][:] = -1e6
+            if step % 3 == 0:
+                w.flush()  # the worker has handed the buffers back: the next step reuses them
+    (path,) = readback.event_files(str(tmp_path))
+    got = {(v.tag, ev.step): v.histo for ev in readback.raw_events(path) for v in ev.summary.value}
+    assert set(got) == set(want)
+    for key, values in want.items():
+        h = got[key]
+        x = values.reshape(-1).astype(np.float64)
+        assert (h.min, h.max, h.num) == (x.min(), x.max(), x.size), key
+        assert h.sum == pytest.approx(x.sum(), rel=1e-6, abs=1e-6)
+        counts, _ = np.histogram(x, default_edges())
+        nz = np.flatnonzero(counts)
+        assert list(h.bucket) == list(counts[nz[0]:nz[-1] + 1].astype(float)), key
+
+
+class _ScribblingPool(BufferPool):
+    """Overwrites every buffer the moment it is handed back, as an immediate reuse would."""
+
+    def give(self, buf):
+        buf[:] = np.nan
+        super().give(buf)
+
+
+@pytest.mark.parametrize("make", [np.asarray, mx.nd.array], ids=["numpy", "ndarray"])
+def test_the_worker_hands_a_buffer_back_only_after_reading_it(make):
+    from gluon_tb.writer._histogram import build_histograms, capture_histograms
+    from tensorboard.compat.proto import summary_pb2
+
+    x = np.linspace(-1, 1, 101, dtype=np.float32)
+    pool = _ScribblingPool(1 << 20)
+    group = capture_histograms({"a": make(x), "b": make(x * 2)}, pool=pool)
+    values = [summary_pb2.Summary.Value.FromString(b) for b in build_histograms("a", group)]
+    assert [(v.histo.num, v.histo.min, v.histo.max) for v in values] == [(101, -1, 1), (101, -2, 2)]
+    assert pool.idle_bytes == 2 * x.nbytes  # and both were handed back
