@@ -22,9 +22,32 @@ def test_c_kernel_rejects_what_it_cannot_count():
     t = _histogram._table(EDGES.tobytes(), "<f4")
     ok = np.zeros(t.nbuckets + 3, np.int64)
     with pytest.raises(TypeError, match="float32 or float64"):
-        count(np.ones(3, np.int32), t.base, t.inner, ok)
+        count(np.ones(3, np.int32), t.cells, ok)
     with pytest.raises(ValueError, match="wrong size"):
-        count(np.ones(3, np.float64), t.base, t.inner, ok)  # inner is float32
+        count(np.ones(3, np.float64), t.cells, ok)  # the cells of float32
+    with pytest.raises(ValueError, match="wrong size"):
+        count(np.ones(3, np.float32), t.cells, np.zeros(t.nbuckets + 3, np.float64))
+    small = np.zeros(5, np.int64)
     with pytest.raises(ValueError, match="outside counts"):
-        count(np.ones(3, np.float32), t.base, t.inner, np.zeros(5, np.int64))
-    assert count(np.array([1.0, np.nan], np.float32), t.base, t.inner, ok)[0] == 1  # still fine
+        count(np.ones(3, np.float32), t.cells, small)
+    assert not small.any()  # nothing was written
+    assert count(np.array([1.0, np.nan], np.float32), t.cells, ok)[0] == 1  # still fine
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("special", [[], [np.nan], [np.inf], [-np.inf], [np.nan, np.inf, -np.inf]])
+def test_c_kernel_statistics_leave_out_non_finite_values(dtype, special):
+    """The kernel's one pass assumes finite values; any NaN/Inf sends it to an exact second pass."""
+    if _histogram._fast is None:
+        pytest.skip("the C kernel is not built here")
+    rng = np.random.default_rng(7)
+    finite = (rng.standard_normal(1001) * 3).astype(dtype)
+    x = np.concatenate([finite[:500], np.array(special, dtype), finite[500:]])
+    t = _histogram._table(EDGES.tobytes(), np.dtype(dtype).str)
+    counts = np.zeros(t.nbuckets + 3, np.int64)
+    n, lo, hi, total, total_sq = _histogram._fast.count(x, t.cells, counts)
+    f = finite.astype(np.float64)
+    assert (n, lo, hi) == (f.size, f.min(), f.max())
+    assert total == pytest.approx(f.sum(), rel=1e-12, abs=1e-9)
+    assert total_sq == pytest.approx((f * f).sum(), rel=1e-12)
+    assert (counts[1:t.nbuckets + 1] == np.histogram(f, EDGES)[0]).all()

@@ -330,7 +330,10 @@ def test_s3_storage_options_reach_the_file_system(s3, tmp_path, monkeypatch):
     opts = {"endpoint_url": s3.endpoint, "skip_instance_cache": True}
     with SummaryWriter(f"s3://{BUCKET}/opts", storage_options=opts) as w:
         w.add_scalar("x", 2.5, 7)
-    assert readback.scalars(download(s3.fs, f"{BUCKET}/opts", tmp_path), ".", "x") == [(7, 2.5)]
+    w.reopen()  # ... and to the file system of a reopened writer
+    w.add_scalar("x", 3.5, 8)
+    w.close()
+    assert readback.scalars(download(s3.fs, f"{BUCKET}/opts", tmp_path), ".", "x") == [(7, 2.5), (8, 3.5)]
 
 
 def test_storage_options_are_checked(tmp_path):

@@ -4,6 +4,8 @@ import math
 import os
 import re
 import stat
+import sys
+import threading
 
 import numpy as np
 import pytest
@@ -190,6 +192,10 @@ def test_files_follow_the_umask(tmp_path):
     ({"logdir": "x", "on_full": "explode"}, ValueError, "on_full"),
     ({"logdir": "x", "purge_step": -1}, ValueError, "purge_step"),
     ({"logdir": "x", "filename_suffix": "a/b"}, ValueError, "filename_suffix"),
+    ({"logdir": "x", "worker_nice": 20}, ValueError, "worker_nice must be None or an int from 0 to 19, got int 20"),
+    ({"logdir": "x", "worker_nice": -1}, ValueError, "worker_nice"),
+    ({"logdir": "x", "worker_nice": True}, ValueError, "worker_nice"),
+    ({"logdir": "x", "worker_nice": "19"}, ValueError, "worker_nice"),
 ])
 def test_constructor_validates_arguments(kwargs, exc, word):
     with pytest.raises(exc, match=word):
@@ -214,3 +220,25 @@ def test_steps_at_every_varint_size_boundary(tmp_path):
         for s in steps:
             w.add_scalar("s", float(s % 1000), s)
     assert readback.scalars(str(tmp_path), ".", "s") == [(s, float(s % 1000)) for s in steps]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a nice value is per thread on Linux only")
+@pytest.mark.parametrize("worker_nice", [19, 7, None])
+def test_writer_thread_runs_at_its_own_low_priority(tmp_path, worker_nice):
+    """The writer thread takes the CPU training leaves idle; the training thread keeps its own."""
+    def writer_threads():
+        return {t.native_id for t in threading.enumerate() if t.name == "gluon_tb-writer" and t.is_alive()}
+
+    mine = os.getpriority(os.PRIO_PROCESS, 0)
+    want = mine if worker_nice is None else max(mine, worker_nice)
+    w = SummaryWriter(tmp_path, worker_nice=worker_nice)
+    for step in range(2):
+        before = writer_threads()
+        w.add_scalar("x", float(step), step)
+        w.flush()
+        (new,) = writer_threads() - before
+        assert os.getpriority(os.PRIO_PROCESS, new) == want
+        assert os.getpriority(os.PRIO_PROCESS, 0) == mine
+        w.close()
+        w.reopen()  # a reopened writer's new thread too
+    assert readback.scalars(str(tmp_path), ".", "x") == [(0, 0.0), (1, 1.0)]

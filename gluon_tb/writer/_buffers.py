@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Any, Dict, Hashable, List, Tuple
+from typing import Any, Dict, Hashable, List, Sequence, Tuple
 
 import numpy as np
 
@@ -49,48 +49,39 @@ class BufferPool:
         """Bytes of the buffers waiting to be reused."""
         return self._bytes
 
-    def copy_ndarray(self, nd: Any) -> Any:
-        """A CPU copy of MXNet NDArray ``nd``, queued on MXNet's engine (caller thread)."""
-        import mxnet as mx  # already imported by whoever made the NDArray
-
-        if getattr(nd, "stype", "default") != "default":
-            return nd.copyto(mx.cpu())  # sparse: a copy of its own, never pooled
-        buf = self._take((type(nd), nd.shape, nd.dtype))
-        if buf is None:
-            return nd.copyto(mx.cpu())
-        nd.copyto(buf)  # asynchronous, like the fresh copy
-        return buf
-
-    def copy_ndarrays(self, nds: List[Any]) -> List[Any]:
-        """CPU copies of several NDArrays, queued on MXNet's engine (caller thread).
+    def copy_ndarrays(self, nds: Sequence[Tuple[Any, Tuple[int, ...], np.dtype]]) -> List[Any]:
+        """CPU copies of NDArrays given as ``(array, its shape, its dtype)``, queued on MXNet's
+        engine (caller thread).
 
         Those on ``cpu(0)`` of one float dtype are copied by *one* MXNet operation
-        (``amp_multicast``, which copies when no cast is needed) into buffers of the pool
-        or new ones: every operation the training thread pushes costs it tens of
-        microseconds while the engine is busy, twelve copies every few batches add up.
+        (``amp_multicast``, which copies when no cast is needed) into buffers of the pool or
+        new ones: every operation the training thread pushes costs it tens of microseconds
+        while the engine is busy, and a handler copies every parameter.
         """
-        import mxnet as mx
+        import mxnet as mx  # already imported by whoever made the NDArrays
 
-        out: List[Any] = [None] * len(nds)
-        groups: Dict[Any, List[int]] = {}
         cpu = mx.cpu()
-        for i, nd in enumerate(nds):
-            if type(nd) is mx.nd.NDArray and nd.stype == "default" and nd.context == cpu and \
-                    np.dtype(nd.dtype).kind == "f":
-                groups.setdefault(np.dtype(nd.dtype), []).append(i)
-            else:
-                out[i] = self.copy_ndarray(nd)
+        out: List[Any] = [None] * len(nds)
+        groups: Dict[np.dtype, List[int]] = {}
+        for i, (nd, shape, dtype) in enumerate(nds):
+            if type(nd) is mx.nd.NDArray and dtype.kind == "f" and nd.context == cpu:  # dense
+                groups.setdefault(dtype, []).append(i)
+            elif type(nd) is mx.nd.NDArray:  # on a GPU, or ints: a copy of its own
+                buf = self._take((mx.nd.NDArray, shape, dtype))
+                out[i] = nd.copyto(cpu if buf is None else buf)
+            else:  # sparse, mx.np: fresh copies, never pooled
+                out[i] = nd.copyto(cpu)
         for dtype, idx in groups.items():
-            if len(idx) == 1:
-                out[idx[0]] = self.copy_ndarray(nds[idx[0]])
-                continue
-            srcs = [nds[i] for i in idx]
-            bufs = [self._take((mx.nd.NDArray, a.shape, a.dtype)) for a in srcs]
-            bufs = [b if b is not None else mx.nd.empty(a.shape, ctx=cpu, dtype=dtype)
-                    for a, b in zip(srcs, bufs)]
+            srcs = [nds[i][0] for i in idx]
+            bufs = [self._take((mx.nd.NDArray, nds[i][1], dtype)) for i in idx]
+            bufs = [b if b is not None else mx.nd.empty(nds[i][1], ctx=cpu, dtype=dtype)
+                    for i, b in zip(idx, bufs)]
             try:
-                mx.nd.amp_multicast(*srcs, num_outputs=len(srcs), out=bufs)
-            except Exception:  # noqa: BLE001 - a build without the operator: one copy each
+                if len(srcs) == 1:
+                    srcs[0].copyto(bufs[0])
+                else:
+                    mx.nd.amp_multicast(*srcs, num_outputs=len(srcs), out=bufs)
+            except (AttributeError, mx.base.MXNetError):  # no such operator here: one copy each
                 for a, b in zip(srcs, bufs):
                     a.copyto(b)
             for i, b in zip(idx, bufs):
@@ -113,10 +104,13 @@ class BufferPool:
             key: Hashable = (np.ndarray, buf.shape, buf.dtype.str)
             nbytes = buf.nbytes
         else:
-            if getattr(buf, "stype", "default") != "default":
+            import mxnet as mx
+
+            if type(buf) is not mx.nd.NDArray:  # sparse, mx.np: not pooled
                 return
-            key = (type(buf), buf.shape, buf.dtype)
-            nbytes = int(np.prod(buf.shape)) * np.dtype(buf.dtype).itemsize
+            shape, dtype = buf.shape, np.dtype(buf.dtype)
+            key = (mx.nd.NDArray, shape, dtype)
+            nbytes = int(np.prod(shape)) * dtype.itemsize
         if nbytes > self.max_bytes:
             return
         with self._lock:

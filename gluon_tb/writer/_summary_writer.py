@@ -16,7 +16,8 @@ import numpy as np
 
 from . import _lifecycle, _proto
 from ._convert import MAX_TAG_LEN, check_step, check_tag, check_walltime, describe
-from ._pipeline import ACTION, DEFAULT_MAX_QUEUE_BYTES, FLUSH, SCALAR, STOP, SUMMARY, Pipeline
+from ._pipeline import ACTION, DEFAULT_MAX_QUEUE_BYTES, DEFAULT_WORKER_NICE, FLUSH, SCALAR, STOP, SUMMARY
+from ._pipeline import Pipeline
 from ._pipeline import WriterClosedError
 from ._buffers import BufferPool
 from ._runs import check_run_name, payload_nbytes
@@ -61,6 +62,9 @@ class SummaryWriter:
             for s3fs (default: fsspec's configuration and the environment).
         remote: a :class:`gluon_tb.writer._storage.RemoteOptions` (part size and age,
             retries) for a URL ``logdir``; see ``docs/remote.md``.
+        worker_nice: the writer thread's nice value (Linux; default 19, the lowest
+            priority: it uses the CPU the training leaves idle instead of competing
+            with MXNet's operators for it); ``None`` or 0: normal priority.
     """
 
     def __init__(self, logdir: Union[str, "os.PathLike[str]"], max_queue: int = 1024,
@@ -68,7 +72,8 @@ class SummaryWriter:
                  verbose: bool = False, *, max_queue_bytes: int = DEFAULT_MAX_QUEUE_BYTES,
                  on_full: str = "block", purge_step: Optional[int] = None,
                  storage_options: Optional[Mapping[str, Any]] = None,
-                 remote: Optional[Any] = None) -> None:
+                 remote: Optional[Any] = None,
+                 worker_nice: Optional[int] = DEFAULT_WORKER_NICE) -> None:
         if not isinstance(logdir, (str, os.PathLike)):
             raise TypeError(f"logdir must be a str or path, got {describe(logdir)}")
         logdir = os.fspath(logdir)
@@ -88,13 +93,16 @@ class SummaryWriter:
             raise ValueError(f"max_queue_bytes must be an int >= 1024, got {describe(max_queue_bytes)}")
         if on_full not in ("block", "drop"):
             raise ValueError(f"on_full must be 'block' or 'drop', got {on_full!r}")
+        if worker_nice is not None and (isinstance(worker_nice, bool) or not isinstance(worker_nice, int)
+                                        or not 0 <= worker_nice <= 19):
+            raise ValueError(f"worker_nice must be None or an int from 0 to 19, got {describe(worker_nice)}")
         purge_step = check_step(purge_step, "purge_step")
         remote = remote_options(logdir, storage_options, remote)
         self._logdir = logdir
         self._verbose = verbose
         self._p = Pipeline(logdir, flush_secs=float(flush_secs), filename_suffix=filename_suffix or "",
                            max_queue_bytes=max_queue_bytes, wake_items=max_queue, on_full=on_full,
-                           remote=remote)
+                           remote=remote, nice=worker_nice)
         self._pool = BufferPool(max_queue_bytes)  # histogram copies, reused once written
         self._closed = False
         self._close_lock = threading.Lock()
@@ -434,7 +442,8 @@ class SummaryWriter:
             p = self._p
             self._p = Pipeline(self._logdir, flush_secs=p.flush_secs, filename_suffix=p.suffix,
                                max_queue_bytes=p.max_queue_bytes, wake_items=p._wake_items,
-                               on_full=p.on_full)
+                               on_full=p.on_full, nice=p.nice,
+                               remote=p._store.options if p._store is not None else None)
             self._closed = False
 
     def _close_at_exit(self) -> None:
