@@ -1,22 +1,16 @@
 """Gluon MLP 784-512-512-10, batch 128, CPU, synthetic data: ms/batch with and without logging.
 
-Two harnesses (``mode``):
-
-* ``estimator``: ``Estimator.fit`` over pre-made batches. gluon_tb is measured through its
-  ``TensorBoardHandler(batch_period=1, histogram_period=10)`` (loss and metrics every batch,
-  gradient *and* weight histograms of every parameter every 10 batches); each peer through a
-  small ``BatchEnd`` handler doing what its users do (below). ``none``: no extra handler.
-* ``loop``: a plain ``autograd`` loop; gluon_tb is called the way the handler calls it (the loss
-  NDArray straight into ``add_scalar`` every batch; gradient NDArrays into ``add_histogram``
-  every 10 batches, before ``trainer.step``).
-
-``auto`` picks ``estimator`` when ``gluon_tb.TensorBoardHandler`` imports, else ``loop``.
-Peers log the same things as users of each do: the loss as ``.asscalar()`` (mxboard's
+``Estimator.fit`` over pre-made batches, blocks with and without logging alternated in one
+process (:func:`run_mlp_paired`). gluon_tb is measured through its
+``TensorBoardHandler(batch_period=1, histogram_period=10)`` (loss and metrics every batch,
+gradient *and* weight histograms of every parameter every 10 batches); each peer through a
+small ``BatchEnd`` handler doing what its users do: the loss as ``.asscalar()`` (mxboard's
 ``add_scalar`` calls ``float()`` on it, which an NDArray refuses); gradients as ``.asnumpy()``
 for tensorboardX and torch, as NDArrays for mxboard (it converts them itself).
 """
 from __future__ import annotations
 
+import statistics
 import time
 
 import numpy as np
@@ -69,54 +63,32 @@ class _PeerLog:
         self.w.close()
 
 
-def _handler_available() -> bool:
-    try:
-        from gluon_tb import TensorBoardHandler  # noqa: F401
-        return True
-    except Exception:
-        return False
+def run_mlp_paired(name: str, logdir: str, *, batches: int, warm: int, rounds: int,
+                   hist_every: int) -> dict:
+    """``Estimator.fit`` blocks with and without ``name``'s logging, alternated in one process.
 
-
-def run_mlp(name: str, logdir: str, *, batches: int, warm: int, mode: str, hist_every: int) -> dict:
-    import mxnet as mx
-
-    if mode == "auto":
-        mode = "estimator" if _handler_available() else "loop"
-    net, data, trainer, loss_fn = _net_and_data()
-    total = warm + batches
-    if mode == "loop":
-        from mxnet import autograd
-
-        peer = None if name == "none" else _PeerLog(name, logdir, net.collect_params(), hist_every)
-        t0 = 0.0
-        for i in range(total):
-            if i == warm:
-                mx.nd.waitall()
-                t0 = pc()
-            x, y = data[i % N_DATA]
-            with autograd.record():
-                loss = loss_fn(net(x), y)
-            loss.backward()
-            if peer is not None:
-                peer.log(i, loss)
-            trainer.step(BATCH)
-        mx.nd.waitall()
-        t1 = pc()
-        if peer is not None:
-            peer.close()
-        return {"mode": mode, "ms_per_batch": (t1 - t0) / batches * 1e3, "batches": batches,
-                "what": "manual loop"}
-
+    Each round runs one block of ``warm + batches`` batches without logging and one with it
+    (A B, then B A the next round, so a drift of the machine's speed cancels), on the same
+    net, trainer and data. Each block is timed from its batch ``warm`` to the end of
+    ``train_end`` (the writer closed: everything it was given is on disk), ended by
+    ``waitall()``. The ratio of a round is (block with logging) / (block without); the
+    process reports their median. Each logging block writes to ``<logdir>/block<r>`` with a
+    new handler and a new writer, so every block pays for opening and closing its writer.
+    """
     import logging
 
-    from mxnet.gluon.contrib.estimator import BatchEnd, Estimator
+    import mxnet as mx
+    from mxnet.gluon.contrib.estimator import BatchEnd, Estimator, TrainBegin, TrainEnd
+    from mxnet.gluon.data import DataLoader
 
     logging.getLogger().setLevel(logging.WARNING)
+    net, data, trainer, loss_fn = _net_and_data()
+    total = warm + batches
 
-    class Timer(BatchEnd):
-        priority = 10_000  # after every other handler, ours included
+    class Timer(TrainBegin, BatchEnd, TrainEnd):
+        priority = 10_000  # after every other handler, ours included (train_end too)
 
-        def __init__(self) -> None:
+        def train_begin(self, estimator, *args, **kwargs):
             self.i, self.t0, self.t1 = 0, 0.0, 0.0
 
         def batch_end(self, estimator, *args, **kwargs):
@@ -124,40 +96,28 @@ def run_mlp(name: str, logdir: str, *, batches: int, warm: int, mode: str, hist_
             if self.i == warm:
                 mx.nd.waitall()
                 self.t0 = pc()
-            elif self.i == total:
-                mx.nd.waitall()
-                self.t1 = pc()
             return False
 
-    class PeerHandler(BatchEnd):
+        def train_end(self, estimator, *args, **kwargs):
+            mx.nd.waitall()
+            self.t1 = pc()
+
+    class PeerHandler(BatchEnd, TrainEnd):
         priority = 1000  # where TensorBoardHandler runs
 
-        def __init__(self) -> None:
-            self.step, self.peer = 0, None
+        def __init__(self, logdir: str) -> None:
+            self.step, self.peer, self.logdir = 0, None, logdir
 
         def batch_end(self, estimator, *args, **kwargs):
             if self.peer is None:
-                self.peer = _PeerLog(name, logdir, estimator.net.collect_params(), hist_every)
+                self.peer = _PeerLog(name, self.logdir, estimator.net.collect_params(), hist_every)
             self.peer.log(self.step, kwargs["loss"][0])
             self.step += 1
             return False
 
-    est = Estimator(net, loss_fn, trainer=trainer, context=mx.cpu())
-    est.logger.setLevel(logging.WARNING)
-    timer = Timer()
-    handlers = [timer]
-    what = "Estimator.fit, no logging handler"
-    peer_handler = None
-    if name == "gluon_tb":
-        from gluon_tb import TensorBoardHandler
-
-        handlers.append(TensorBoardHandler(logdir, batch_period=1, histogram_period=hist_every))
-        what = "Estimator.fit + TensorBoardHandler(batch_period=1, histogram_period=%d)" % hist_every
-    elif name != "none":
-        peer_handler = PeerHandler()
-        handlers.append(peer_handler)
-        what = "Estimator.fit + BatchEnd handler calling the writer"
-    from mxnet.gluon.data import DataLoader
+        def train_end(self, estimator, *args, **kwargs):
+            if self.peer is not None:
+                self.peer.close()
 
     class Batches(DataLoader):  # the Estimator takes only DataLoaders: pre-made batches, no loading cost
         def __init__(self) -> None:
@@ -169,8 +129,30 @@ def run_mlp(name: str, logdir: str, *, batches: int, warm: int, mode: str, hist_
         def __len__(self) -> int:
             return total
 
-    est.fit(Batches(), epochs=1, event_handlers=handlers)
-    if peer_handler is not None and peer_handler.peer is not None:
-        peer_handler.peer.close()
-    return {"mode": mode, "ms_per_batch": (timer.t1 - timer.t0) / (total - warm) * 1e3, "batches": batches,
-            "what": what}
+    est = Estimator(net, loss_fn, trainer=trainer, context=mx.cpu())
+    est.logger.setLevel(logging.WARNING)
+    timer = Timer()
+
+    def block(r: int, logging_on: bool) -> float:
+        handlers = [timer]
+        if logging_on:
+            d = f"{logdir}/block{r}"
+            if name == "gluon_tb":
+                from gluon_tb import TensorBoardHandler
+
+                handlers.append(TensorBoardHandler(d, batch_period=1, histogram_period=hist_every))
+            else:
+                handlers.append(PeerHandler(d))
+        est.fit(Batches(), epochs=1, event_handlers=handlers)
+        return (timer.t1 - timer.t0) / (total - warm) * 1e3
+
+    on, off = [], []
+    for r in range(rounds):
+        for logging_on in ((False, True) if r % 2 == 0 else (True, False)):
+            (on if logging_on else off).append(block(r, logging_on))
+    ratios = [a / b for a, b in zip(on, off)]
+    what = ("Estimator.fit + TensorBoardHandler(batch_period=1, histogram_period=%d)" % hist_every
+            if name == "gluon_tb" else "Estimator.fit + BatchEnd handler calling the writer")
+    return {"mode": "paired", "ms_per_batch": statistics.median(on), "ms_none": statistics.median(off),
+            "ratio": statistics.median(ratios), "ratios": [round(x, 4) for x in ratios],
+            "batches": batches, "rounds": rounds, "what": what}

@@ -139,8 +139,18 @@ def check_images(logdir: str, k: int) -> dict:
 
 
 def check_mlp(logdir: str, writer: str, total: int, res: dict) -> dict:
-    if writer == "none":
-        return {"ok": True, "summary": "no logging"}
+    """Every logging block of a paired MLP process (``<logdir>/block<r>``), checked alone."""
+    blocks = sorted(d for d in os.listdir(logdir) if d.startswith("block")) if os.path.isdir(logdir) else []
+    if len(blocks) != res.get("rounds"):
+        return _fail(f"{len(blocks)} block directories, expected {res.get('rounds')}")
+    for b in blocks:
+        got = _check_mlp_block(os.path.join(logdir, b), total)
+        if not got["ok"]:
+            return _fail(f"{b}: {got['summary']}")
+    return {"ok": True, "summary": f"{len(blocks)} blocks, each {got['summary']}"}
+
+
+def _check_mlp_block(logdir: str, total: int) -> dict:
     mux = _mux(logdir)
     runs = mux.Runs()
     run = "train" if "train" in runs else "."

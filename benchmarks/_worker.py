@@ -3,7 +3,7 @@
     python _worker.py BENCH WRITER LOGDIR [key=value ...]
 
 BENCH: scalar | hist | hist_nd | images | mlp | memory. WRITER: gluon_tb | tensorboardX |
-torch | mxboard | none (mlp only). Run by run.py; the output is checked there, with
+torch | mxboard. Run by run.py; the output is checked there, with
 TensorBoard's reader, after this process has exited.
 """
 from __future__ import annotations
@@ -156,11 +156,11 @@ def bench_memory(name: str, logdir: str, n: int = 5_000_000, warm: int = 200_000
             "calls_s": t1 - t0}
 
 
-def bench_mlp(name: str, logdir: str, batches: int = 200, warm: int = 20, mode: str = "auto",
+def bench_mlp(name: str, logdir: str, batches: int = 100, warm: int = 10, rounds: int = 8,
               hist_every: int = 10) -> dict:
-    from _mlp import run_mlp
+    from _mlp import run_mlp_paired
 
-    return run_mlp(name, logdir, batches=batches, warm=warm, mode=mode, hist_every=hist_every)
+    return run_mlp_paired(name, logdir, batches=batches, warm=warm, rounds=rounds, hist_every=hist_every)
 
 
 BENCHES = {"scalar": bench_scalar, "hist": bench_hist, "images": bench_images,
@@ -172,7 +172,7 @@ def main() -> None:
     kw = {}
     for a in sys.argv[4:]:
         k, v = a.split("=", 1)
-        kw[k] = v if k in ("mode", "bins") else int(v)
+        kw[k] = v if k == "bins" else int(v)
     out = BENCHES[bench](name, logdir, **kw)
     out["rss_peak_mb"] = _peak_rss_mb()
     print("RESULT " + json.dumps(out))

@@ -139,15 +139,15 @@ def main() -> None:
         R["images"] = rounds("images", ALL, reps, {w: [f"k={k_i}"] for w in ALL},
                              lambda w, d, r: _verify.check_images(d, k_i), a.mxboard_protobuf)
     if "mlp" in only:
-        ws = ["none"] + ALL
-        n_b = 60 if q else 300
-        # the +5% target compares "none" with gluon_tb: more rounds of those two, whose
-        # difference is smaller than the round-to-round noise of a shared 2-core machine
-        reps = {w: 1 if q else (7 if w in ("none", "gluon_tb") else 3) for w in ws}
-        cfg["mlp"] = f"{n_b} timed batches after 20 warm-up; reps {reps}"
+        # blocks with and without logging alternated inside each process, compared round by
+        # round: the +5% target is a smaller difference than the drift between fresh processes
+        n_b, n_r, warm = (40, 2, 10) if q else (100, 8, 10)
+        reps = {w: 1 if q else (5 if w == "gluon_tb" else 3) for w in ALL}
+        cfg["mlp"] = (f"paired: {n_r} rounds per process of one block without and one with logging "
+                      f"({n_b} timed batches after {warm} warm-up each, order alternating); reps {reps}")
         log(f"== mlp: {cfg['mlp']}")
-        R["mlp"] = rounds("mlp", ws, reps, {w: [f"batches={n_b}"] for w in ws},
-                          lambda w, d, r: _verify.check_mlp(d, w, n_b + 20, r), a.mxboard_protobuf)
+        R["mlp"] = rounds("mlp", ALL, reps, {w: [f"batches={n_b}", f"rounds={n_r}", f"warm={warm}"] for w in ALL},
+                          lambda w, d, r: _verify.check_mlp(d, w, n_b + warm, r), a.mxboard_protobuf)
     if "memory" in only:
         n_m = 1_000_000 if q else 5_000_000
         cfg["memory"] = f"gluon_tb: {n_m} scalars, RSS sampled every 250k after {n_m // 25} warm-up; 1 process"
