@@ -106,10 +106,15 @@ def tag_of(name: Any) -> str:
     return s or "metric"
 
 
-def is_loss(m: Any) -> bool:
+@functools.lru_cache(maxsize=1)
+def _loss_class() -> type:
     from mxnet.metric import Loss
 
-    return isinstance(m, Loss)
+    return Loss
+
+
+def is_loss(m: Any) -> bool:
+    return isinstance(m, _loss_class())
 
 
 def scores(ms: Iterable[Any], use_global: bool = False, *,

@@ -24,6 +24,7 @@ Example::
 """
 from __future__ import annotations
 
+import math
 import threading
 from collections import OrderedDict
 from typing import Any, Dict, Hashable, List, Sequence, Tuple
@@ -110,7 +111,7 @@ class BufferPool:
                 return
             shape, dtype = buf.shape, np.dtype(buf.dtype)
             key = (mx.nd.NDArray, shape, dtype)
-            nbytes = int(np.prod(shape)) * dtype.itemsize
+            nbytes = math.prod(shape) * dtype.itemsize
         if nbytes > self.max_bytes:
             return
         with self._lock:

@@ -17,6 +17,7 @@ counting, and min, max and the sums, in one pass without the GIL: about 8x faste
 from __future__ import annotations
 
 import logging
+import math
 import sys
 import threading
 from dataclasses import dataclass
@@ -106,7 +107,7 @@ def _capture(values: List[Any], bins: Bins, pool: Optional[BufferPool]) -> List[
         if is_ndarray(v):
             shape, dtype = v.shape, np.dtype(v.dtype)
             _check_array(dtype, shape, v)
-            nds.append((i, (v, shape, dtype), int(np.prod(shape)) * dtype.itemsize))
+            nds.append((i, (v, shape, dtype), math.prod(shape) * dtype.itemsize))
         elif isinstance(v, np.ndarray):
             _check_array(v.dtype, v.shape, v)
             out[i] = HistogramPayload(pool.copy_numpy(v), bins, pool=pool, nbytes=v.nbytes)
