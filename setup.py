@@ -1,9 +1,10 @@
-"""Only the optional C kernel of the histograms; everything else is in pyproject.toml.
+"""Only the optional C kernels; everything else is in pyproject.toml.
 
-The kernel is optional: where it cannot be compiled the package installs anyway and
-gluon_tb counts histograms with numpy (same results, about 5x slower).
+Both are optional: where they cannot be compiled the package installs anyway, and
+gluon_tb counts histograms with numpy and frames records in Python (same results, slower).
 """
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("gluon_tb.writer._fasthist", ["gluon_tb/writer/_fasthist.c"],
-                             extra_compile_args=["-O3"], optional=True)])
+setup(ext_modules=[Extension(f"gluon_tb.writer.{name}", [f"gluon_tb/writer/{name}.c"],
+                             extra_compile_args=["-O3"], optional=True)
+                   for name in ("_fasthist", "_fastframe")])

@@ -1,5 +1,6 @@
 """Record framing and CRC32C, checked against independent implementations."""
 import io
+import shutil
 import struct
 
 import google_crc32c
@@ -90,3 +91,56 @@ def test_tensorboard_reads_our_framing(tmp_path):
     path.write_bytes(frame_many(evs))
     loaded = list(event_file_loader.RawEventFileLoader(str(path)).Load())
     assert [event_pb2.Event.FromString(b).step for b in loaded] == [0, 7]
+
+
+# ---------------------------------------------------------------- the optional C kernel
+try:
+    from gluon_tb.writer import _fastframe
+except ImportError:  # no compiler at install: the Python code is what runs, tested above
+    _fastframe = None
+needs_c = pytest.mark.skipif(_fastframe is None, reason="the C kernel is not built here")
+
+
+def test_c_kernel_is_built():
+    if not (shutil.which("cc") or shutil.which("gcc")):
+        pytest.skip("no C compiler: the package falls back to Python")
+    assert _fastframe is not None, "setup.py should have built gluon_tb/writer/_fastframe"
+
+
+@needs_c
+
+
+@pytest.mark.parametrize("data,expected", VECTORS)
+def test_c_kernel_crc_matches_known_vectors(data, expected):
+    assert _fastframe.crc32c(data) == expected
+
+
+@needs_c
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=5000))
+def test_c_kernel_crc_agrees_with_google_crc32c(data):
+    assert _fastframe.crc32c(data) == google_crc32c.value(data)
+    assert _fastframe.crc32c(memoryview(data)) == google_crc32c.value(data)
+
+
+@needs_c
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.binary(max_size=300), max_size=40))
+def test_c_kernel_frames_exactly_as_the_python_loop(records):
+    from gluon_tb.writer._record import frame_many_py
+
+    assert _fastframe.frame_many(records) == frame_many_py(records) == b"".join(map(frame, records))
+
+
+@needs_c
+def test_c_kernel_frames_large_records_and_rejects_what_is_not_bytes():
+    from gluon_tb.writer._record import frame_many_py
+
+    big = [bytes(range(256)) * 4000, b"", b"x" * 7]
+    assert _fastframe.frame_many(big) == frame_many_py(big)
+    assert list(read_records(io.BytesIO(_fastframe.frame_many(big)), strict=True)) == big
+    with pytest.raises(TypeError, match="records must be a list of bytes, got tuple"):
+        _fastframe.frame_many((b"a",))
+    with pytest.raises(TypeError, match="records must be a list of bytes, got str at index 1"):
+        _fastframe.frame_many([b"a", "b"])
+    assert frame_many is _fastframe.frame_many  # what the writer uses

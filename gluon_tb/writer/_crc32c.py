@@ -1,11 +1,13 @@
 """CRC-32C (Castagnoli), as TFRecord framing needs it.
 
 A C implementation is used when one is importable (the ``crc32c`` package, or
-``google-crc32c``); otherwise a table-driven pure-Python version, which is
-correct but slow. ``IMPLEMENTATION`` says which one is active.
+``google-crc32c``, or gluon_tb's own ``_fastframe``); otherwise a table-driven
+pure-Python version, which is correct but slow. ``IMPLEMENTATION`` says which
+one is active.
 """
 from __future__ import annotations
 
+import sys
 from typing import Callable
 
 _POLY = 0x82F63B78  # reversed Castagnoli polynomial
@@ -50,6 +52,13 @@ def _find_c() -> tuple[Callable[[bytes], int], str]:
             if fn(b"123456789") == 0xE3069283:
                 return fn, "google_crc32c"
     except Exception:  # pragma: no cover
+        pass
+    try:  # gluon_tb's own C fallback (setup.py builds it where a compiler is found)
+        from ._fastframe import crc32c as fn
+
+        if sys.byteorder == "little" and fn(b"123456789") == 0xE3069283:
+            return fn, "gluon_tb"
+    except Exception:  # pragma: no cover - not built
         pass
     return crc32c_py, "python"
 

@@ -113,6 +113,9 @@ class Pipeline:
         self.max_queue_bytes = max_queue_bytes
         self.on_full = on_full
         self._wake_items = wake_items
+        # scalars look at the bound every this many (at most 1/64 of it past it): a look costs
+        # more than queueing the scalar itself
+        self._check_every = max(1, min(256, max_queue_bytes // (SCALAR_COST * 64)))
         self.nice = nice
         self._files: Dict[Optional[str], EventFile] = {}
         self._pending: Dict[Optional[str], List[bytes]] = {}
@@ -126,6 +129,7 @@ class Pipeline:
         self._wake = threading.Event()
         self._space = threading.Condition(threading.Lock())
         self._big_bytes = 0
+        self._check_at = 0  # queue length at which put_scalar next looks at the bound
         self._thread: Optional[threading.Thread] = None
         self._start_lock = threading.Lock()
         self.error: Optional[BaseException] = None
@@ -134,7 +138,8 @@ class Pipeline:
     def put_scalar(self, item: tuple) -> None:
         q = self._q
         q.append(item)
-        if len(q) >= self._wake_items or self._thread is None:
+        if len(q) >= self._check_at:  # the first scalar, wake_items queued, or every few after
+            self._check_at = max(len(q) + self._check_every, self._wake_items)
             self._make_room(0)
 
     def put(self, item: tuple, nbytes: int = 0) -> bool:
@@ -223,6 +228,7 @@ class Pipeline:
                 self._wake.clear()
                 if self._drain():
                     return
+                self._check_at = self._wake_items  # drained: wake again once this many queue
                 if self._store is not None:
                     self._upload(force=False)
         except BaseException as e:  # pragma: no cover - a bug in the worker itself

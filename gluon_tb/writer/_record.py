@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import struct
+import sys
 from typing import BinaryIO, Iterator
 
 from . import _crc32c
@@ -39,7 +40,7 @@ def _header(n: int) -> bytes:
     return h
 
 
-def frame_many(records: list[bytes]) -> bytes:
+def frame_many_py(records: list[bytes]) -> bytes:
     """Frame every record and join them into one buffer (one write)."""
     crc = _crc32c.crc32c
     pack_u32 = _u32.pack
@@ -54,6 +55,13 @@ def frame_many(records: list[bytes]) -> bytes:
         c = crc(data)
         append(pack_u32((((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF))
     return b"".join(parts)
+
+
+try:  # the optional C kernel: the same bytes, a few times faster, without the GIL
+    from ._fastframe import frame_many as _frame_many_c
+except ImportError:  # pragma: no cover - depends on the build
+    _frame_many_c = None
+frame_many = _frame_many_c if _frame_many_c is not None and sys.byteorder == "little" else frame_many_py
 
 
 class CorruptRecordError(ValueError):

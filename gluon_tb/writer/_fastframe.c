@@ -1,0 +1,136 @@
+/* Optional C kernel of gluon_tb/writer/_record.py: TFRecord framing and CRC-32C.
+ *
+ * frame_many(records) -> bytes
+ *     records: a list of bytes. Each becomes: its length (uint64, little-endian), the masked
+ *     CRC-32C of those 8 bytes, the bytes, their masked CRC-32C; all joined into one buffer, the
+ *     same bytes as _record.frame_many's Python loop (tests compare them). The CRCs and copies
+ *     run without the GIL, so the training thread goes on meanwhile.
+ * crc32c(data) -> int
+ *     CRC-32C (Castagnoli) of a bytes-like object: the C fallback when neither the crc32c nor
+ *     the google-crc32c package is installed.
+ *
+ * CRC-32C here is the portable table method, eight bytes a step ("slicing by 8"): about 1 ns a
+ * byte, plenty for records of tens of bytes. Little-endian hosts only (setup.py builds it
+ * everywhere; _record.py uses it only where sys.byteorder is "little").
+ * Only Python.h is needed.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint32_t table[8][256];
+
+static void make_tables(void) {
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = n;
+        for (int k = 0; k < 8; k++) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+        table[0][n] = c;
+    }
+    for (uint32_t n = 0; n < 256; n++)
+        for (int s = 1; s < 8; s++)
+            table[s][n] = (table[s - 1][n] >> 8) ^ table[0][table[s - 1][n] & 0xFF];
+}
+
+static uint32_t crc32c(const uint8_t *p, size_t n) {
+    uint32_t c = 0xFFFFFFFFu;
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        w ^= c;
+        c = table[7][w & 0xFF] ^ table[6][(w >> 8) & 0xFF] ^ table[5][(w >> 16) & 0xFF] ^
+            table[4][(w >> 24) & 0xFF] ^ table[3][(w >> 32) & 0xFF] ^ table[2][(w >> 40) & 0xFF] ^
+            table[1][(w >> 48) & 0xFF] ^ table[0][w >> 56];
+        p += 8;
+        n -= 8;
+    }
+    while (n--) c = table[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
+    return c ^ 0xFFFFFFFFu;
+}
+
+static uint32_t masked(uint32_t c) { return ((c >> 15) | (c << 17)) + 0xA282EAD8u; }
+
+static void put_u32(uint8_t *out, uint32_t v) {
+    for (int i = 0; i < 4; i++) out[i] = (uint8_t)(v >> (8 * i));
+}
+
+typedef struct {
+    const uint8_t *data;
+    Py_ssize_t len;
+} piece_t;
+
+static PyObject *frame_many(PyObject *self, PyObject *arg) {
+    if (!PyList_Check(arg)) {
+        PyErr_Format(PyExc_TypeError, "records must be a list of bytes, got %.80s", Py_TYPE(arg)->tp_name);
+        return NULL;
+    }
+    /* the list is copied: its items stay referenced (and unchanged: bytes) while the GIL is free */
+    PyObject *items = PySequence_Tuple(arg);
+    if (items == NULL) return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(items), total = 0;
+    piece_t *pieces = PyMem_Malloc(sizeof(piece_t) * (n ? n : 1));
+    if (pieces == NULL) {
+        Py_DECREF(items);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *r = PyTuple_GET_ITEM(items, i);
+        if (!PyBytes_Check(r)) {
+            PyErr_Format(PyExc_TypeError, "records must be a list of bytes, got %.80s at index %zd",
+                         Py_TYPE(r)->tp_name, i);
+            PyMem_Free(pieces);
+            Py_DECREF(items);
+            return NULL;
+        }
+        pieces[i].data = (const uint8_t *)PyBytes_AS_STRING(r);
+        pieces[i].len = PyBytes_GET_SIZE(r);
+        total += 16 + pieces[i].len;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, total);
+    if (out != NULL) {
+        uint8_t *o = (uint8_t *)PyBytes_AS_STRING(out);
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; i < n; i++) {
+            uint64_t len = (uint64_t)pieces[i].len;
+            for (int b = 0; b < 8; b++) o[b] = (uint8_t)(len >> (8 * b));
+            put_u32(o + 8, masked(crc32c(o, 8)));
+            memcpy(o + 12, pieces[i].data, (size_t)pieces[i].len);
+            put_u32(o + 12 + pieces[i].len, masked(crc32c(pieces[i].data, (size_t)pieces[i].len)));
+            o += 16 + pieces[i].len;
+        }
+        Py_END_ALLOW_THREADS
+    }
+    PyMem_Free(pieces);
+    Py_DECREF(items);
+    return out;
+}
+
+static PyObject *crc32c_py(PyObject *self, PyObject *arg) {
+    Py_buffer b;
+    if (PyObject_GetBuffer(arg, &b, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    uint32_t c;
+    if (b.len > 4096) {
+        Py_BEGIN_ALLOW_THREADS
+        c = crc32c((const uint8_t *)b.buf, (size_t)b.len);
+        Py_END_ALLOW_THREADS
+    } else {
+        c = crc32c((const uint8_t *)b.buf, (size_t)b.len);
+    }
+    PyBuffer_Release(&b);
+    return PyLong_FromUnsignedLong(c);
+}
+
+static PyMethodDef methods[] = {
+    {"frame_many", frame_many, METH_O, "frame_many(records: list[bytes]) -> bytes: TFRecords joined"},
+    {"crc32c", crc32c_py, METH_O, "crc32c(data) -> int: CRC-32C (Castagnoli) of a bytes-like object"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastframe",
+                                    "C kernel of gluon_tb's TFRecord framing.", -1, methods};
+
+PyMODINIT_FUNC PyInit__fastframe(void) {
+    make_tables();
+    return PyModule_Create(&module);
+}
