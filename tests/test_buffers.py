@@ -95,6 +95,22 @@ def test_ndarray_copies_without_the_multi_copy_operator(monkeypatch):
     assert [float(c.sum().asscalar()) for c in copies] == [0.0, 12.0, 24.0]
 
 
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "int32"])
+def test_several_ndarrays_of_every_dtype_are_copied_exactly(dtype):
+    """float32 goes through one MXNet operation; the others one copy each (MXNet's CPU
+    multi-copy fails on them, and only when the copy is read)."""
+    rng = np.random.default_rng(11)
+    srcs = [mx.nd.array(rng.standard_normal(s) * 9, dtype=dtype) for s in [(30, 7), (5,), (4, 4)]]
+    want = [a.asnumpy() for a in srcs]
+    copies = BufferPool(1 << 20).copy_ndarrays(meta(srcs))
+    for a in srcs:
+        a[:] = 0
+    mx.nd.waitall()  # an asynchronous failure of the copies would be raised here
+    for c, w in zip(copies, want):
+        assert c.dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(c.asnumpy(), w)
+
+
 def test_many_ndarrays_and_sparse_ones():
     srcs = [mx.nd.full((i + 1,), float(i)) for i in range(300)]
     sparse = mx.nd.array(np.eye(4)).tostype("row_sparse")

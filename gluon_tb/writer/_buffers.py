@@ -33,6 +33,8 @@ import numpy as np
 
 __all__ = ["BufferPool", "NO_POOL"]
 
+_F32 = np.dtype(np.float32)
+
 
 class BufferPool:
     """Idle copy buffers by kind (type, shape, dtype), at most ``max_bytes`` of them."""
@@ -54,10 +56,12 @@ class BufferPool:
         """CPU copies of NDArrays given as ``(array, its shape, its dtype)``, queued on MXNet's
         engine (caller thread).
 
-        Those on ``cpu(0)`` of one float dtype are copied by *one* MXNet operation
-        (``amp_multicast``, which copies when no cast is needed) into buffers of the pool or
-        new ones: every operation the training thread pushes costs it tens of microseconds
-        while the engine is busy, and a handler copies every parameter.
+        The float32 ones on ``cpu(0)`` are copied by *one* MXNet operation (``amp_multicast``,
+        which copies when no cast is needed) into buffers of the pool or new ones: every
+        operation the training thread pushes costs it tens of microseconds while the engine is
+        busy, and a handler copies every parameter. Only float32: MXNet 1.9.1's CPU build runs
+        the operator through MKLDNN, which fails on float16 and float64 arrays ("unknown type
+        for MKLDNN"), and only later, when the copy is read.
         """
         import mxnet as mx  # already imported by whoever made the NDArrays
 
@@ -65,9 +69,9 @@ class BufferPool:
         out: List[Any] = [None] * len(nds)
         groups: Dict[np.dtype, List[int]] = {}
         for i, (nd, shape, dtype) in enumerate(nds):
-            if type(nd) is mx.nd.NDArray and dtype.kind == "f" and nd.context == cpu:  # dense
+            if type(nd) is mx.nd.NDArray and dtype == _F32 and nd.context == cpu:  # dense
                 groups.setdefault(dtype, []).append(i)
-            elif type(nd) is mx.nd.NDArray:  # on a GPU, or ints: a copy of its own
+            elif type(nd) is mx.nd.NDArray:  # on a GPU, or not float32: a copy of its own
                 buf = self._take((mx.nd.NDArray, shape, dtype))
                 out[i] = nd.copyto(cpu if buf is None else buf)
             else:  # sparse, mx.np: fresh copies, never pooled
