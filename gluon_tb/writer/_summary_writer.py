@@ -64,7 +64,9 @@ class SummaryWriter:
             retries) for a URL ``logdir``; see ``docs/remote.md``.
         worker_nice: the writer thread's nice value (Linux; default 19, the lowest
             priority: it uses the CPU the training leaves idle instead of competing
-            with MXNet's operators for it); ``None`` or 0: normal priority.
+            with MXNet's operators for it); ``None`` or 0: normal priority. On a CPU
+            that other work keeps fully busy, a low-priority writer may take longer
+            than ``flush_secs`` to write; ``flush()`` still waits until it has.
     """
 
     def __init__(self, logdir: Union[str, "os.PathLike[str]"], max_queue: int = 1024,
