@@ -13,7 +13,7 @@ from tensorboard.compat.proto import summary_pb2
 import readback
 from readback import plugin_name, raw_events, tensor_events, write_values
 
-from gluon_tb.writer import _histogram
+from gluon_tb.writer import _buckets, _histogram
 from gluon_tb.writer._histogram import (
     HistogramPayload,
     build_histogram,
@@ -29,8 +29,8 @@ def kernel(request, monkeypatch):
     """Every test runs with the C kernel and with the numpy code: they must agree exactly."""
     monkeypatch.setattr(_histogram, "_warned", set())  # warnings are once per tag and process
     if request.param == "numpy":
-        monkeypatch.setattr(_histogram, "_fast", None)
-    elif _histogram._fast is None:
+        monkeypatch.setattr(_buckets, "_fast", None)
+    elif _buckets._fast is None:
         pytest.skip("the C kernel is not built here (see test_c_kernel_is_built)")
     return request.param
 
