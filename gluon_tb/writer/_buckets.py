@@ -150,10 +150,7 @@ def fast_counts(x: np.ndarray, bins: Bins) -> Optional[tuple]:
     """
     if _fast is None or not x.flags.c_contiguous or sys.byteorder != "little":
         return None
-    edges = default_edges() if isinstance(bins, str) and bins == "default" else bins
-    if not isinstance(edges, np.ndarray):
-        return None
-    table = cell_table(edges.tobytes(), x.dtype.str)
+    edges, table = _edges_and_table(bins, x.dtype.str)
     if table is None:
         return None
     n = table.nbuckets
@@ -174,22 +171,37 @@ def finite_values(x: np.ndarray) -> Tuple[np.ndarray, float, float]:
 
 
 def bucket_counts(x: np.ndarray, finite: np.ndarray, orig: np.ndarray,
-            bins: Bins) -> Tuple[np.ndarray, np.ndarray]:
+                  bins: Bins) -> Tuple[np.ndarray, np.ndarray]:
     """``(counts, right_edges)`` identical to ``np.histogram`` of the finite values.
 
     ``x`` is ``orig`` widened to float32/float64 and ``finite`` its finite values.
     """
-    edges = default_edges() if isinstance(bins, str) and bins == "default" else bins
-    if isinstance(edges, np.ndarray):
-        table = cell_table(edges.tobytes(), x.dtype.str)
-        if table is not None:
-            return _count_keyed(x, table), edges[1:]
+    edges, table = _edges_and_table(bins, x.dtype.str)
+    if table is not None:
+        return _count_keyed(x, table), edges[1:]
+    if edges is not None:
         counts, used = np.histogram(finite, edges)
     else:  # numpy computes uniform edges in the data's own dtype (float16 included)
         if orig.dtype != x.dtype:
             finite = orig[np.isfinite(orig)] if orig.dtype.kind == "f" else orig
-        counts, used = np.histogram(finite, bins=edges)
+        counts, used = np.histogram(finite, bins=bins)
     return counts.astype(np.int64), used[1:]
+
+
+def _edges_and_table(bins: Bins, dtype: str) -> Tuple[Optional[np.ndarray], Optional[_Table]]:
+    """The edges ``bins`` stands for and their cell table for ``dtype`` (``None`` where
+    ``bins`` is a count or a strategy, or no table fits the edges)."""
+    if isinstance(bins, str) and bins == "default":
+        return default_edges(), _default_table(dtype)
+    if isinstance(bins, np.ndarray):
+        return bins, cell_table(bins.tobytes(), dtype)
+    return None, None
+
+
+@lru_cache(maxsize=None)
+def _default_table(dtype: str) -> Optional[_Table]:
+    """The table of the default edges, found without hashing their 12 kB on every histogram."""
+    return cell_table(default_edges().tobytes(), dtype)
 
 
 def sums(x: np.ndarray) -> Tuple[float, float]:

@@ -50,8 +50,9 @@ def mean_of(values: Any, copy: bool = True) -> Any:
     total, count = 0.0, 0
     for a in arrays:
         if is_ndarray(a):
-            n = a.size
-            check_mean_part(np.dtype(a.dtype), n, a)
+            n = a.size  # every NDArray dtype is numeric: only the size needs a look (a call into MXNet)
+            if n == 0:
+                check_mean_part(np.dtype(a.dtype), n, a)
             if not copy and n <= _UNREDUCED_MAX:
                 parts.append((a, n, False))
             elif a.shape:
