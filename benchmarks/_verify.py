@@ -91,10 +91,13 @@ def check_hist(logdir: str, n: int, k: int, exact: bool, nbins: int = 0) -> dict
         return _fail(f"bucket counts sum to {counts}, expected {n}")
     shapes = sorted({a.shape[0] for _s, a in evs})
     out = {"ok": True, "summary": f"ok: {k} histograms of {n} values, {shapes} buckets"}
-    if exact:  # bucket for bucket against numpy on the same values and TensorFlow's default edges
-        a = evs[0][1]
-        edges = tf_default_edges()
-        ref = np.histogram(hist_values(n), edges)[0]
+    if exact:  # bucket for bucket against numpy on the same values: TensorFlow's default edges,
+        a = evs[0][1]  # or nbins uniform ones
+        if nbins:
+            ref, edges = np.histogram(hist_values(n), nbins)
+        else:
+            edges = tf_default_edges()
+            ref = np.histogram(hist_values(n), edges)[0]
         nz = np.flatnonzero(ref)
         ref, used = ref[nz[0]:nz[-1] + 1], edges[nz[0]:nz[-1] + 2]
         # TensorBoard reads edges back as float32 (and the outer ones as min/max): compare loosely

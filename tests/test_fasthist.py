@@ -51,3 +51,22 @@ def test_c_kernel_statistics_leave_out_non_finite_values(dtype, special):
     assert total == pytest.approx(f.sum(), rel=1e-12, abs=1e-9)
     assert total_sq == pytest.approx((f * f).sum(), rel=1e-12)
     assert (counts[1:t.nbuckets + 1] == np.histogram(f, EDGES)[0]).all()
+
+
+def test_c_uniform_kernel_rejects_bad_edges_and_counts():
+    if _buckets._fast is None:
+        pytest.skip("the C kernel is not built here")
+    fast = _buckets._fast
+    x = np.linspace(0, 1, 11, dtype=np.float32)
+    counts = np.zeros(2, np.int64)
+    fast.uniform(x, np.array([0.0, 0.5, 1.0]), counts)
+    assert list(counts) == [5, 6]  # 0.5 opens the second bucket; the last one is closed
+    with pytest.raises(ValueError, match="finite and increasing"):
+        fast.uniform(x, np.array([0.0, 0.0, 1.0]), counts)
+    with pytest.raises(ValueError, match="finite and increasing"):
+        fast.uniform(x, np.array([0.0, np.nan, 1.0]), counts)
+    with pytest.raises(ValueError, match="edges"):
+        fast.uniform(x, np.array([0.0, 0.5, 1.0]), np.zeros(1, np.int64))  # one count per bucket
+    with pytest.raises(TypeError, match="float32 or float64"):
+        fast.uniform(np.arange(3), np.array([0.0, 1.0]), counts)
+    assert fast.stats(np.array([1.0, np.nan, -2.0, np.inf])) == (2, -2.0, 1.0, -1.0, 5.0)

@@ -113,6 +113,45 @@ def test_other_bins_match_numpy(bins, dtype):
     assert_like_numpy(x, bins)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("bins", [1, 2, 7, 100, 1000, 65536])
+@pytest.mark.parametrize("case", ["normal", "constant", "tiny range", "huge", "with nan and inf", "steps"])
+def test_uniform_bins_match_numpy_bucket_for_bucket(dtype, bins, case):
+    """bins=<int>: numpy's uniform edges over the finite range (the C kernel's own path)."""
+    rng = np.random.default_rng(bins)
+    x = {"normal": lambda: rng.standard_normal(20000) * 1e-3,
+         "constant": lambda: np.full(300, 0.1),
+         "tiny range": lambda: 1.0 + np.arange(500) * np.finfo(dtype).eps,
+         "huge": lambda: rng.uniform(-1e38, 1e38, 5000),
+         "with nan and inf": lambda: np.concatenate([rng.standard_normal(999), [np.nan, np.inf, -np.inf]]),
+         "steps": lambda: np.repeat(np.linspace(-1, 1, 11), 7)}[case]().astype(dtype)
+    h = assert_like_numpy(x, bins)
+    f = x[np.isfinite(x)].astype(np.float64)
+    assert (h.num, h.min, h.max) == (f.size, f.min(), f.max())
+    assert h.sum == pytest.approx(f.sum(), rel=1e-9, abs=1e-12)
+
+
+@settings(max_examples=80, deadline=None)
+@given(x=hnp.arrays(np.float32, hnp.array_shapes(min_dims=1, max_dims=1, max_side=300),
+                    elements=st.floats(allow_nan=True, allow_infinity=True, width=32)),
+       bins=st.integers(1, 3000))
+def test_property_uniform_bins_match_numpy(x, bins):
+    f = x[np.isfinite(x)]
+    if not f.size:
+        return
+    with np.errstate(over="ignore", invalid="ignore"):
+        if not np.isfinite(np.ptp(f) * bins):
+            return  # numpy itself overflows computing these edges
+        try:
+            np.histogram(f, bins)
+        except IndexError:  # numpy cannot split this range in float32: all counted all the same
+            h = histo(x, bins)
+            assert h.num == f.size == sum(h.bucket)
+            assert list(h.bucket_limit) == list(np.histogram_bin_edges(f, bins)[1:][:len(h.bucket)])
+            return
+    assert_like_numpy(x, bins)
+
+
 def test_stats_over_finite_values_only(caplog):
     x = np.array([1.0, -2.0, np.nan, np.inf, -np.inf, 4.0], np.float32)
     payload = capture_histogram(x)

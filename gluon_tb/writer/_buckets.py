@@ -142,14 +142,17 @@ def _count_keyed(x: np.ndarray, table: _Table) -> np.ndarray:
     return counts[1:n + 1]
 
 
-def fast_counts(x: np.ndarray, bins: Bins) -> Optional[tuple]:
-    """Counts and statistics from the C kernel in one pass, when it is built and applies.
+def fast_counts(x: np.ndarray, bins: Bins, orig: np.ndarray) -> Optional[tuple]:
+    """Counts and statistics from the C kernel, when it is built and applies.
 
     ``(counts, right_edges, n_finite, min, max, sum, sum_sq)``, the same as the numpy
-    code below computes (tests run both); None to use that code.
+    code below computes (tests run both); None to use that code. ``x`` is ``orig``
+    widened to float32/float64.
     """
     if _fast is None or not x.flags.c_contiguous or sys.byteorder != "little":
         return None
+    if isinstance(bins, int):
+        return _fast_uniform(x, bins, orig)
     edges, table = _edges_and_table(bins, x.dtype.str)
     if table is None:
         return None
@@ -157,6 +160,27 @@ def fast_counts(x: np.ndarray, bins: Bins) -> Optional[tuple]:
     counts = np.zeros(n + 3, np.int64)
     n_finite, lo, hi, total, total_sq = _fast.count(x, table.cells, counts)
     return counts[1:n + 1], edges[1:], n_finite, lo, hi, total, total_sq
+
+
+_UNIFORM_MAX_BINS = 1 << 16  # numpy's one-step correction of a computed bucket is exact up to here
+
+
+def _fast_uniform(x: np.ndarray, bins: int, orig: np.ndarray) -> Optional[tuple]:
+    """``bins`` equal buckets over the finite values' range: numpy's own edges (from
+    ``histogram_bin_edges``, given the range as numpy would find it), counted in C with
+    numpy's rule, in two passes (statistics, counts) instead of numpy's many."""
+    if orig.dtype != x.dtype or bins > _UNIFORM_MAX_BINS:  # float16 and ints: edges of their own dtype
+        return None
+    n_finite, lo, hi, total, total_sq = _fast.stats(x)
+    if n_finite == 0:
+        return np.zeros(0, np.int64), np.zeros(0), 0, lo, hi, total, total_sq
+    t = x.dtype.type  # numpy finds the range as scalars of the data's type: so must we
+    edges = np.histogram_bin_edges(x[:1], bins, range=(t(lo), t(hi)))
+    if not (edges[1:] > edges[:-1]).all():  # a range too narrow for the data's type: numpy's way
+        return None
+    counts = np.zeros(bins, np.int64)
+    _fast.uniform(x, edges.astype(np.float64), counts)
+    return counts, edges[1:], n_finite, lo, hi, total, total_sq
 
 
 def finite_values(x: np.ndarray) -> Tuple[np.ndarray, float, float]:
@@ -184,8 +208,23 @@ def bucket_counts(x: np.ndarray, finite: np.ndarray, orig: np.ndarray,
     else:  # numpy computes uniform edges in the data's own dtype (float16 included)
         if orig.dtype != x.dtype:
             finite = orig[np.isfinite(orig)] if orig.dtype.kind == "f" else orig
-        counts, used = np.histogram(finite, bins=bins)
+        try:
+            with np.errstate(divide="ignore", invalid="ignore"):  # what fails is handled below
+                counts, used = np.histogram(finite, bins=bins)
+        except (IndexError, ValueError):  # numpy fails on a range its dtype cannot split (a
+            used = np.histogram_bin_edges(finite, bins=bins)  # constant 4.5e15 in float32)
+            counts = _count_sorted(finite, used)
     return counts.astype(np.int64), used[1:]
+
+
+def _count_sorted(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Counts by ``edges[i] <= x < edges[i + 1]`` (the last bucket closed) for
+    non-decreasing edges that may repeat, where numpy's uniform-bin code fails."""
+    n = len(edges) - 1
+    idx = np.searchsorted(edges, values, side="right") - 1
+    idx[values == edges[-1]] = n - 1
+    idx = idx[(idx >= 0) & (idx < n)]
+    return np.bincount(idx, minlength=n)
 
 
 def _edges_and_table(bins: Bins, dtype: str) -> Tuple[Optional[np.ndarray], Optional[_Table]]:

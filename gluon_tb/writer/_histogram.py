@@ -175,7 +175,7 @@ def _build(tag: str, payload: HistogramPayload) -> bytes:
     # float16 and small ints widen exactly to float32, the others to float64
     small = orig.dtype.itemsize <= (4 if orig.dtype.kind == "f" else 2)
     x = orig.astype(np.float32 if small else np.float64, copy=False)
-    fast = fast_counts(x, payload.bins)
+    fast = fast_counts(x, payload.bins, orig)
     if fast is not None:
         counts, right_edges, n_finite, lo, hi, total, total_sq = fast
     else:
