@@ -44,10 +44,39 @@ typedef struct {
 typedef struct { float inner; int32_t base; } cell32_t;
 typedef struct { double inner; int64_t base; } cell64_t;
 
+/* stats_f32 / stats_f64: n_finite, min, max, sum, sum of squares of the finite values, in an
+ * exact pass: a value is finite unless its exponent bits are all ones. */
+#define DEFINE_STATS(STATS, FLOAT, UINT, EXP_SHIFT, EXP_MASK)                                  \
+    static void STATS(const FLOAT *x, Py_ssize_t n, stats_t *st) {                             \
+        double lo = INFINITY, hi = -INFINITY, sum = 0.0, sq = 0.0;                             \
+        int64_t finite = 0;                                                                    \
+        for (Py_ssize_t start = 0; start < n; start += BLOCK) {                                \
+            Py_ssize_t end = start + BLOCK < n ? start + BLOCK : n;                            \
+            double bs = 0.0, bq = 0.0;                                                         \
+            for (Py_ssize_t i = start; i < end; i++) {                                         \
+                UINT bits;                                                                     \
+                memcpy(&bits, &x[i], sizeof bits);                                             \
+                if (((bits >> (EXP_SHIFT)) & (EXP_MASK)) != (EXP_MASK)) {                      \
+                    double d = (double)x[i];                                                   \
+                    bs += d;                                                                   \
+                    bq += d * d;                                                               \
+                    lo = d < lo ? d : lo;                                                      \
+                    hi = d > hi ? d : hi;                                                      \
+                    finite++;                                                                  \
+                }                                                                              \
+            }                                                                                  \
+            sum += bs;                                                                         \
+            sq += bq;                                                                          \
+        }                                                                                      \
+        st->finite = finite; st->lo = lo; st->hi = hi; st->sum = sum; st->sq = sq;             \
+    }
+
+DEFINE_STATS(stats_f32, float, uint32_t, 23, 0xFFu)
+DEFINE_STATS(stats_f64, double, uint64_t, 52, 0x7FFu)
+
 /* count_f32 and count_f64: the same loops for each float width. A value's cell is the top 16
- * bits of its bit pattern; it is finite unless its exponent bits are all ones. Both return 0,
- * or -1 when a cell's index falls outside counts. */
-#define DEFINE_COUNT(NAME, FLOAT, UINT, CELL, CELL_SHIFT, EXP_SHIFT, EXP_MASK)                 \
+ * bits of its bit pattern. Both return 0, or -1 when a cell's index falls outside counts. */
+#define DEFINE_COUNT(NAME, FLOAT, UINT, CELL, CELL_SHIFT, STATS)                               \
     static int NAME(const FLOAT *x, Py_ssize_t n, const CELL *cells, int64_t *counts,          \
                     Py_ssize_t ncounts, stats_t *st) {                                         \
         FLOAT lo = (FLOAT)INFINITY, hi = (FLOAT)-INFINITY;                                     \
@@ -96,64 +125,18 @@ typedef struct { double inner; int64_t base; } cell64_t;
         st->finite = n; st->lo = lo; st->hi = hi; st->sum = sum; st->sq = sq;                  \
         if (isfinite(sum) && isfinite(sq) && isfinite(st->lo) && isfinite(st->hi))             \
             return 0;                                                                          \
-        /* a NaN or an infinity among the values (or sums past double's range): exactly */     \
-        double elo = INFINITY, ehi = -INFINITY;                                                \
-        int64_t finite = 0;                                                                    \
-        sum = sq = 0.0;                                                                        \
-        for (Py_ssize_t start = 0; start < n; start += BLOCK) {                                \
-            Py_ssize_t end = start + BLOCK < n ? start + BLOCK : n;                            \
-            double bs = 0.0, bq = 0.0;                                                         \
-            for (Py_ssize_t i = start; i < end; i++) {                                         \
-                UINT bits;                                                                     \
-                memcpy(&bits, &x[i], sizeof bits);                                             \
-                if (((bits >> (EXP_SHIFT)) & (EXP_MASK)) != (EXP_MASK)) {                      \
-                    double d = (double)x[i];                                                   \
-                    bs += d;                                                                   \
-                    bq += d * d;                                                               \
-                    if (d < elo) elo = d;                                                      \
-                    if (d > ehi) ehi = d;                                                      \
-                    finite++;                                                                  \
-                }                                                                              \
-            }                                                                                  \
-            sum += bs;                                                                         \
-            sq += bq;                                                                          \
-        }                                                                                      \
-        st->finite = finite; st->lo = elo; st->hi = ehi; st->sum = sum; st->sq = sq;           \
+        STATS(x, n, st); /* a NaN or an infinity among the values (or sums past double's range) */ \
         return 0;                                                                              \
     }
 
-DEFINE_COUNT(count_f32, float, uint32_t, cell32_t, 16, 23, 0xFFu)
-DEFINE_COUNT(count_f64, double, uint64_t, cell64_t, 48, 52, 0x7FFu)
+DEFINE_COUNT(count_f32, float, uint32_t, cell32_t, 16, stats_f32)
+DEFINE_COUNT(count_f64, double, uint64_t, cell64_t, 48, stats_f64)
 
-/* stats_f32 / stats_f64: n_finite, min, max, sum, sum of squares of the finite values.
- * uniform_f32 / uniform_f64: counts over n uniform buckets with the given edges (n + 1 of
+/* uniform_f32 / uniform_f64: counts over n uniform buckets with the given edges (n + 1 of
  * them, as doubles): a value's bucket is computed from its offset, then moved until
  * edges[i] <= x < edges[i + 1] (the last bucket closed), numpy.histogram's rule for uniform
  * bins; values outside [edges[0], edges[n]] and non-finite ones are left out. */
-#define DEFINE_UNIFORM(STATS, UNIFORM, FLOAT, UINT, EXP_SHIFT, EXP_MASK)                       \
-    static void STATS(const FLOAT *x, Py_ssize_t n, stats_t *st) {                             \
-        double lo = INFINITY, hi = -INFINITY, sum = 0.0, sq = 0.0;                             \
-        int64_t finite = 0;                                                                    \
-        for (Py_ssize_t start = 0; start < n; start += BLOCK) {                                \
-            Py_ssize_t end = start + BLOCK < n ? start + BLOCK : n;                            \
-            double bs = 0.0, bq = 0.0;                                                         \
-            for (Py_ssize_t i = start; i < end; i++) {                                         \
-                UINT bits;                                                                     \
-                memcpy(&bits, &x[i], sizeof bits);                                             \
-                if (((bits >> (EXP_SHIFT)) & (EXP_MASK)) != (EXP_MASK)) {                      \
-                    double d = (double)x[i];                                                   \
-                    bs += d;                                                                   \
-                    bq += d * d;                                                               \
-                    lo = d < lo ? d : lo;                                                      \
-                    hi = d > hi ? d : hi;                                                      \
-                    finite++;                                                                  \
-                }                                                                              \
-            }                                                                                  \
-            sum += bs;                                                                         \
-            sq += bq;                                                                          \
-        }                                                                                      \
-        st->finite = finite; st->lo = lo; st->hi = hi; st->sum = sum; st->sq = sq;             \
-    }                                                                                          \
+#define DEFINE_UNIFORM(UNIFORM, FLOAT)                                                         \
     static void UNIFORM(const FLOAT *x, Py_ssize_t n, const double *edges, Py_ssize_t nb,      \
                         int64_t *counts) {                                                     \
         double first = edges[0], last = edges[nb], norm = (double)nb / (last - first);         \
@@ -169,8 +152,8 @@ DEFINE_COUNT(count_f64, double, uint64_t, cell64_t, 48, 52, 0x7FFu)
         }                                                                                      \
     }
 
-DEFINE_UNIFORM(stats_f32, uniform_f32, float, uint32_t, 23, 0xFFu)
-DEFINE_UNIFORM(stats_f64, uniform_f64, double, uint64_t, 52, 0x7FFu)
+DEFINE_UNIFORM(uniform_f32, float)
+DEFINE_UNIFORM(uniform_f64, double)
 
 static int is_format(const Py_buffer *b, char code) {
     const char *f = b->format ? b->format : "B";
