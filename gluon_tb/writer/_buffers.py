@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
-from typing import Any, Dict, Hashable, List, Sequence, Tuple
+from typing import Any, Hashable, List, Sequence, Tuple
 
 import numpy as np
 
@@ -67,30 +67,31 @@ class BufferPool:
 
         cpu = mx.cpu()
         out: List[Any] = [None] * len(nds)
-        groups: Dict[np.dtype, List[int]] = {}
+        together: List[int] = []  # dense float32 on cpu(0)
         for i, (nd, shape, dtype) in enumerate(nds):
-            if type(nd) is mx.nd.NDArray and dtype == _F32 and nd.context == cpu:  # dense
-                groups.setdefault(dtype, []).append(i)
+            if type(nd) is mx.nd.NDArray and dtype == _F32 and nd.context == cpu:
+                together.append(i)
             elif type(nd) is mx.nd.NDArray:  # on a GPU, or not float32: a copy of its own
                 buf = self._take((mx.nd.NDArray, shape, dtype))
                 out[i] = nd.copyto(cpu if buf is None else buf)
             else:  # sparse, mx.np: fresh copies, never pooled
                 out[i] = nd.copyto(cpu)
-        for dtype, idx in groups.items():
-            srcs = [nds[i][0] for i in idx]
-            bufs = [self._take((mx.nd.NDArray, nds[i][1], dtype)) for i in idx]
-            bufs = [b if b is not None else mx.nd.empty(nds[i][1], ctx=cpu, dtype=dtype)
-                    for i, b in zip(idx, bufs)]
-            try:
-                if len(srcs) == 1:
-                    srcs[0].copyto(bufs[0])
-                else:
-                    mx.nd.amp_multicast(*srcs, num_outputs=len(srcs), out=bufs)
-            except (AttributeError, mx.base.MXNetError):  # no such operator here: one copy each
-                for a, b in zip(srcs, bufs):
-                    a.copyto(b)
-            for i, b in zip(idx, bufs):
-                out[i] = b
+        if not together:
+            return out
+        srcs = [nds[i][0] for i in together]
+        bufs = [self._take((mx.nd.NDArray, nds[i][1], _F32)) for i in together]
+        bufs = [b if b is not None else mx.nd.empty(nds[i][1], ctx=cpu, dtype=_F32)
+                for i, b in zip(together, bufs)]
+        try:
+            if len(srcs) == 1:
+                srcs[0].copyto(bufs[0])
+            else:
+                mx.nd.amp_multicast(*srcs, num_outputs=len(srcs), out=bufs)
+        except (AttributeError, mx.base.MXNetError):  # no such operator here: one copy each
+            for a, b in zip(srcs, bufs):
+                a.copyto(b)
+        for i, b in zip(together, bufs):
+            out[i] = b
         return out
 
     def copy_numpy(self, arr: np.ndarray) -> np.ndarray:
