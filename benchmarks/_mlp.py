@@ -89,13 +89,15 @@ def run_mlp_paired(name: str, logdir: str, *, batches: int, warm: int, rounds: i
         priority = 10_000  # after every other handler, ours included (train_end too)
 
         def train_begin(self, estimator, *args, **kwargs):
-            self.i, self.t0, self.t1 = 0, 0.0, 0.0
+            self.i, self.t0, self.t1, self.ends = 0, 0.0, 0.0, []
 
         def batch_end(self, estimator, *args, **kwargs):
             self.i += 1
             if self.i == warm:
                 mx.nd.waitall()
                 self.t0 = pc()
+            if self.i >= warm:
+                self.ends.append(pc())  # batch_end of batch i - 1 (from 0)
             return False
 
         def train_end(self, estimator, *args, **kwargs):
@@ -144,15 +146,23 @@ def run_mlp_paired(name: str, logdir: str, *, batches: int, warm: int, rounds: i
             else:
                 handlers.append(PeerHandler(d))
         est.fit(Batches(), epochs=1, event_handlers=handlers)
+        # ms of each batch from the previous batch_end to its own, by position k mod hist_every
+        # (0: the histogram batches), for a breakdown of where logging costs
+        took = np.diff(timer.ends) * 1e3
+        pos = np.arange(warm, warm + took.size) % hist_every
+        positions[logging_on].append([float(np.median(took[pos == p])) for p in range(hist_every)])
         return (timer.t1 - timer.t0) / (total - warm) * 1e3
 
     on, off = [], []
+    positions: dict = {True: [], False: []}
     for r in range(rounds):
         for logging_on in ((False, True) if r % 2 == 0 else (True, False)):
             (on if logging_on else off).append(block(r, logging_on))
     ratios = [a / b for a, b in zip(on, off)]
+    by_pos = {k: [round(float(x), 4) for x in np.median(np.array(v), axis=0)] for k, v in positions.items()}
     what = ("Estimator.fit + TensorBoardHandler(batch_period=1, histogram_period=%d)" % hist_every
             if name == "gluon_tb" else "Estimator.fit + BatchEnd handler calling the writer")
     return {"mode": "paired", "ms_per_batch": statistics.median(on), "ms_none": statistics.median(off),
             "ratio": statistics.median(ratios), "ratios": [round(x, 4) for x in ratios],
+            "position_ms": by_pos[True], "position_ms_none": by_pos[False],
             "batches": batches, "rounds": rounds, "what": what}

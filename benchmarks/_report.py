@@ -121,10 +121,18 @@ def table(R: Dict[str, Dict[str, List[dict]]], cfg: Dict[str, str], wall: float)
                          f"{vals['gluon_tb'] / vals[p]:.2f}×" if vals[p] and vals["gluon_tb"] else "—"
                          for p in PEERS) + " |")
         if ov["gluon_tb"] is not None:
-            per = [round((r["ratio"] - 1) * 100, 1) for r in m["gluon_tb"] if not r.get("failed")]
+            ok = [r for r in m["gluon_tb"] if not r.get("failed")]
+            per = [round((r["ratio"] - 1) * 100, 1) for r in ok]
+            extra = [[a - b for a, b in zip(r["position_ms"], r["position_ms_none"])] for r in ok
+                     if "position_ms" in r]
+            where = ""
+            if extra:  # medians over processes of each batch position's extra ms (position 0: histograms)
+                d = [statistics.median(col) for col in zip(*extra)]
+                where = (f"; extra ms by batch position k mod {len(d)}: histogram batch {d[0]:+.2f}, "
+                         f"the next {d[1]:+.2f}, the others {statistics.mean(d[2:] or [0.0]):+.3f} each")
             target("4 MLP with logging ≤ +5% per batch", ov["gluon_tb"] <= 5.0,
                    f"{ov['gluon_tb']:+.1f}% (median of {len(paired('gluon_tb'))} paired rounds; per process: "
-                   f"{per} %) ({mode})")
+                   f"{per} %{where}) ({mode})")
     if "memory" in R and R["memory"].get("gluon_tb"):
         r = R["memory"]["gluon_tb"][0]
         lines.append(f"| memory: RSS growth after warm-up over {r['n']:,} scalars (ours) | "
