@@ -55,21 +55,28 @@ class ConvFilters:
         self._out.apply(TRAIN, self._log, epoch)
 
     def _log(self, w: Any, epoch: int) -> None:
-        name = self._conv.name
-        imgs, fmt = filter_images(self._conv.weight.data(), max_filters=self._max)
-        if fmt == "CHW":
-            w.add_image(f"conv_filters/{name}", imgs, epoch, dataformats="CHW")
-        else:
-            w.add_images(f"conv_filters/{name}", imgs, epoch, dataformats="NCHW")
-        if self._sample is None or self._sample is False:
-            return
-        if self._probe is None:
-            self._probe = LayerProbe(self._net, self._conv)
-        maps, _ = self._probe(self._sample)
-        w.add_images(f"feature_maps/{name}", feature_map_images(maps, max_maps=self._max), epoch,
-                     dataformats="NCHW")
+        maps = None
+        if self._sample is not None and self._sample is not False:
+            if self._probe is None:
+                self._probe = LayerProbe(self._net, self._conv)
+            maps, _ = self._probe(self._sample)
+        write_filters(w, self._conv.name, self._conv.weight.data(), maps, epoch, self._max)
 
     def close(self) -> None:
         if self._probe is not None:
             self._probe.close()
             self._probe = None
+
+
+def write_filters(w: Any, name: str, weight: Any, maps: Any, step: int, max_filters: int = 64) -> None:
+    """``conv_filters/<name>`` from a convolution's ``weight`` (O, I, kh, kw) and, unless ``maps``
+    is None, ``feature_maps/<name>`` from one sample's maps (1, C, H, W); NDArray ops only.
+    Shared by :class:`ConvFilters` and the Module callback (``_module_insight.py``)."""
+    imgs, fmt = filter_images(weight, max_filters=max_filters)
+    if fmt == "CHW":
+        w.add_image(f"conv_filters/{name}", imgs, step, dataformats="CHW")
+    else:
+        w.add_images(f"conv_filters/{name}", imgs, step, dataformats="NCHW")
+    if maps is not None:
+        w.add_images(f"feature_maps/{name}", feature_map_images(maps, max_maps=max_filters), step,
+                     dataformats="NCHW")

@@ -2,12 +2,16 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Optional, Union
+from typing import Any, Dict, Mapping, Optional, Union
 
 from ._base import (ON_ERROR, TRAIN, VALIDATION, ParamFilter, RunWriters, check_bool, check_choice,
                     check_logdir, check_positive_number, param_selector, scores)
 from ._dist import DISTRIBUTED, Worker, WorkerMean, detect, place
-from ._schedule import schedule
+from ._filters import check_conv_filters
+from ._health import GradHealth, check_grad_health
+from ._module_insight import ModuleFilters, ModuleHealth, ModuleProjector, module_gradients
+from ._projector import Embeddings, check_embeddings
+from ._schedule import Period, schedule
 
 __all__ = ["TensorBoardCallback"]
 
@@ -27,14 +31,19 @@ class TensorBoardCallback:
     Writes ``batch_<metric>`` in ``train`` every ``batch_period`` batches at the global batch
     index (from 0 across epochs); ``epoch_<metric>`` in ``train`` (from the epoch-wide
     values, which ``Speedometer(auto_reset=True)``'s ``reset_local()`` leaves intact) and in
-    ``validation`` at the epoch index; ``weights/<name>`` histograms of ``arg_params`` at
-    each epoch end (at the global index of the epoch's last batch); the module's symbol as
-    the graph, once.
+    ``validation`` at the epoch index; ``weights/<name>`` histograms on the
+    ``histogram_period`` schedule (by default of ``arg_params`` at each epoch end, at the
+    global index of the epoch's last batch); the module's symbol as the graph, once. The
+    see-inside options log what :class:`TensorBoardHandler`'s do, under the same tags
+    (``_module_insight.py`` says how they work on a symbol).
 
     Pass the object itself as (or in a list as) ``batch_end_callback``, its
     :meth:`epoch_end` as ``epoch_end_callback`` and its :meth:`eval_end` as
-    ``eval_end_callback``; not as ``eval_batch_end_callback``. Call :meth:`close` (or use it
-    as a context manager) when done; a forgotten one is closed at interpreter exit.
+    ``eval_end_callback``; not as ``eval_batch_end_callback``. When ``fit``'s last epoch has
+    ended (after its ``eval_end``, or its ``epoch_end`` without ``eval_data``) everything is
+    flushed, so it is on disk when ``fit`` returns. Call :meth:`close` (or use it as a
+    context manager) when done; a forgotten one is closed at interpreter exit. Nothing is read
+    back from MXNet on the training thread (``tests/test_module_sync.py``).
 
     Args:
         logdir: the log directory.
@@ -52,15 +61,38 @@ class TensorBoardCallback:
             under ``<logdir>/worker_<rank>/``. As for :class:`TensorBoardHandler`.
         storage_options: for a URL ``logdir`` (``s3://bucket/run``), keyword arguments of
             its fsspec file system (``{"endpoint_url": ..., "key": ..., "secret": ...}``).
+        histogram_period: when ``weights/<name>`` and ``grad_health`` are logged: ``"epoch"``
+            (default): at each epoch end (``grad_health`` at the epoch's last batch); an int
+            ``k``: at global batches ``0, k, 2k, ...`` (weights as the module's executors hold
+            them after that batch's update); ``None``: never.
+        conv_filters: ``True`` (the first 2-D ``Convolution`` of the symbol) or its name:
+            ``conv_filters/<layer>`` and ``feature_maps/<layer>`` (for the first input of the
+            first batch) at each epoch end.
+        embeddings: a sample count or :class:`Embeddings`: the held-out sample (from
+            ``Embeddings(data=...)`` or ``eval_data``) at the input of the layer that feeds the
+            loss output, in the projector with true and predicted labels, at the end of ``fit``
+            (and every ``Embeddings.every`` epochs).
+        grad_health: ``True`` or :class:`GradHealth` (without ``stop``: a callback cannot stop
+            ``Module.fit``): ``grad_norm/``, ``weight_norm/``, ``update_ratio/`` scalars and the
+            detectors on the ``histogram_period`` schedule.
+
+    Example with the see-inside options::
+
+        cb = TensorBoardCallback("logs/module", conv_filters=True, embeddings=200,
+                                 grad_health=True, histogram_period=10)
     """
 
     def __init__(self, logdir: Union[str, "os.PathLike[str]"], *, batch_period: Optional[int] = 1,
                  weights: bool = True, params: ParamFilter = None, graph: bool = True,
                  on_error: str = "raise", flush_secs: float = 2.0, distributed: str = "rank0",
-                 storage_options: Optional[Mapping[str, Any]] = None) -> None:
+                 storage_options: Optional[Mapping[str, Any]] = None, histogram_period: Period = "epoch",
+                 conv_filters: Union[bool, str] = False,
+                 embeddings: Union[None, bool, int, Embeddings] = None,
+                 grad_health: Union[bool, GradHealth] = False) -> None:
         self._out = RunWriters(check_logdir(logdir), check_choice(on_error, "on_error", ON_ERROR),
                                check_positive_number(flush_secs, "flush_secs"), storage_options)
         self._every = schedule(batch_period, "batch_period")
+        self._hist = schedule(histogram_period, "histogram_period", allow_epoch=True)
         self._weights = check_bool(weights, "weights")
         self._want = param_selector(params)
         self._graph = check_bool(graph, "graph")
@@ -70,11 +102,31 @@ class TensorBoardCallback:
         self._dist_mode = check_choice(distributed, "distributed", DISTRIBUTED)
         self._worker: Optional[Worker] = None
         self._mean = WorkerMean(Worker())
+        filt, emb, health = check_conv_filters(conv_filters), check_embeddings(embeddings), \
+            check_grad_health(grad_health)
+        if health is not None and self._hist.never:
+            raise ValueError("grad_health runs on the histogram schedule: histogram_period must "
+                             "not be None when grad_health is set")
+        if health is not None and health.stop:
+            raise ValueError(f"grad_health: a callback cannot stop Module.fit, so GradHealth(stop=...) "
+                             f"must be False with TensorBoardCallback, got stop={sorted(health.stop)}")
+        self._filters = ModuleFilters(filt, self._out) if filt else None
+        self._proj = ModuleProjector(emb, self._out) if emb else None
+        self._health = ModuleHealth(health, self._out) if health else None
+        self._module: Any = None
+        self._last_epoch = -1  # the last epoch of the running fit (from its num_epoch)
+        self._has_eval = False
+        self._evals = 0  # eval_end calls in the running fit
 
     @property
     def logdir(self) -> str:
         """The log directory (runs ``train`` and ``validation`` are inside it)."""
         return self._out.logdir
+
+    @property
+    def health_events(self) -> Dict[str, int]:
+        """``{detector: batch}`` of the ``grad_health`` detectors that fired (empty without it)."""
+        return dict(self._health.fired) if self._health else {}
 
     def __call__(self, param: Any) -> None:
         """``batch_end_callback``: ``param`` is MXNet's ``BatchEndParam``."""
@@ -82,7 +134,8 @@ class TensorBoardCallback:
         self._step += 1
         src = param.eval_metric
         self._train_src = src
-        module = (param.locals or {}).get("self")
+        local = param.locals or {}
+        module = local.get("self")
         if self._worker is None:
             self._join(module)
         if not self._graph_done:
@@ -90,6 +143,16 @@ class TensorBoardCallback:
         if src is not None and self._every.due(k):
             for tag, v in scores([src], use_global=True):
                 self._out.write(TRAIN, "add_scalar", f"batch_{tag}", v, k)
+        if module is None or self._out.muted:
+            return
+        if param.nbatch == 0 and param.epoch == local.get("begin_epoch", param.epoch):
+            self._fit_begins(module, local)
+        if self._filters:
+            self._filters.see_batch(module, local.get("data_batch"))
+        if self._hist.due(k) or (self._hist.per_epoch and local.get("end_of_batch")):
+            self._check_params(module, k)
+        elif self._health:
+            self._health.settle()
 
     def epoch_end(self, epoch: int, symbol: Any = None, arg_params: Optional[Mapping[str, Any]] = None,
                   aux_params: Optional[Mapping[str, Any]] = None) -> None:
@@ -102,18 +165,32 @@ class TensorBoardCallback:
         else:
             self._out.say_once("no-batches", "gluon_tb: pass the callback as batch_end_callback too, "
                                "or training values are not logged")
-        if self._weights and arg_params:
+        if self._weights and self._hist.per_epoch and arg_params:
             step = max(self._step - 1, 0)
             for name in sorted(arg_params):
                 if self._want(name):
                     self._out.write(TRAIN, "add_histogram", f"weights/{name}", arg_params[name], step)
+        if self._out.muted:
+            return
+        if self._filters:
+            self._filters.epoch_end(epoch, arg_params, aux_params)
+        if epoch == self._last_epoch and (not self._has_eval or self._evals == 0):
+            self._fit_ends(epoch)  # no validation follows (or no eval_end to see it)
+        elif self._proj and not self._has_eval:
+            self._proj.epoch_end(epoch)
 
     def eval_end(self, param: Any) -> None:
         """``eval_end_callback``: the validation values of the epoch."""
-        if param.eval_metric is None:
+        self._evals += 1
+        if param.eval_metric is not None:
+            for tag, v in self._shared(scores([param.eval_metric], use_global=True)):
+                self._out.write(VALIDATION, "add_scalar", f"epoch_{tag}", v, param.epoch)
+        if self._out.muted:
             return
-        for tag, v in self._shared(scores([param.eval_metric], use_global=True)):
-            self._out.write(VALIDATION, "add_scalar", f"epoch_{tag}", v, param.epoch)
+        if param.epoch == self._last_epoch:
+            self._fit_ends(param.epoch)
+        elif self._proj:
+            self._proj.epoch_end(param.epoch)
 
     def flush(self) -> None:
         """Return when everything logged so far is written."""
@@ -133,6 +210,34 @@ class TensorBoardCallback:
     def worker(self) -> Optional[Worker]:
         """This process's rank and worker count (known from the first batch on)."""
         return self._worker
+
+    def _fit_begins(self, module: Any, local: Mapping[str, Any]) -> None:
+        self._module = module
+        self._last_epoch = int(local.get("num_epoch") or 0) - 1
+        self._has_eval = local.get("eval_data") is not None
+        self._evals = 0
+        if self._proj:
+            self._proj.see_fit(module, local.get("eval_data"))
+
+    def _fit_ends(self, epoch: int) -> None:
+        """The last epoch of ``fit`` is over: the final embedding, the last checks, then flush."""
+        if self._proj:
+            self._proj.log(epoch)
+        if self._health:
+            self._health.settle(wait=True)
+        self._out.flush()
+
+    def _check_params(self, module: Any, k: int) -> None:
+        """Weights (int schedule) and grad_health of global batch ``k``, after its update."""
+        if self._weights and self._hist.every is not None:
+            g = module._exec_group  # the executors' weights (device 0), no host copy
+            arrays = {f"weights/{n}": ws[0] for n, ws in zip(g.param_names, g.param_arrays) if self._want(n)}
+            if arrays:
+                self._out.write(TRAIN, "add_histograms", arrays, k)
+        if self._health:
+            grads, params, trainer = module_gradients(module, self._want)
+            self._health.observe(k, grads, params)
+            self._health.finish(trainer)
 
     def _join(self, module: Any) -> None:
         w = detect(module=module)

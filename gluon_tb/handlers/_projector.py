@@ -29,10 +29,13 @@ class Embeddings:
         samples: how many held-out inputs to embed.
         layer: the block whose output is embedded (full name or without the net's prefix);
             ``None``: the input of the classifier (see :func:`gluon_tb.writer._probe.classifier`):
-            for a (Hybrid)Sequential net the output of all children but the last.
+            for a (Hybrid)Sequential net the output of all children but the last. With
+            :class:`TensorBoardCallback` (Module): a layer (node) of the symbol, ``"fc2"`` or
+            ``"fc2_output"``; ``None``: the input of the layer that feeds the loss output.
         every: log every this many epochs (at the end of epochs ``every - 1``, ``2*every - 1``,
             ...) as well as at the end of training; ``None``: only at the end of training.
-        data: where the sample comes from (see the module docs); ``None``: validation.
+        data: where the sample comes from (see the module docs); ``None``: validation
+            (for Module: ``fit``'s ``eval_data``). Module also takes a ``DataIter``.
         tag: the projector tag (a folder of the run directory).
     """
 
@@ -74,7 +77,7 @@ class Projector:
         self._probe: Optional[LayerProbe] = None
         self._logged = -1
 
-    def train_begin(self, estimator: Any) -> Any:
+    def train_begin(self, estimator: Any, scope: Any = None, on_dead: Any = None) -> Any:
         """Returns the validation hook (a ``Wrap``) to remove at the end, or None."""
         net = estimator.net
         if net is not self._net:
@@ -87,7 +90,8 @@ class Projector:
         if self.cfg.data is not None:
             self._take_from(self.cfg.data)
             return None
-        return wrap(estimator.batch_processor, ("evaluate_batch",), self._see_validation, with_args=True)
+        return wrap(estimator.batch_processor, ("evaluate_batch",), self._see_validation, with_args=True,
+                    scope=scope, on_dead=on_dead)
 
     def _take_from(self, data: Any) -> None:
         if isinstance(data, (tuple, list)) and len(data) == 2 and hasattr(data[0], "shape"):
@@ -136,9 +140,18 @@ class Projector:
     def _write(self, w: Any, step: int) -> None:
         import mxnet as mx
 
-        ctx = context_of(self._net)
         x = mx.nd.concat(*self._xs, dim=0) if len(self._xs) > 1 else self._xs[0]
         y = mx.nd.concat(*self._ys, dim=0) if len(self._ys) > 1 else self._ys[0]
+        emb, pred = self._embed(x)
+        labels = {"label": _as_labels(y), "predicted": _as_labels(pred)}
+        w.add_embedding(self.cfg.tag, emb, labels=labels, images=_sprite(x), global_step=step)
+
+    def _embed(self, x: Any) -> Any:
+        """``(features (N, D), net output or predicted class (N,))`` of the sample ``x``
+        (NDArray ops only); the Module callback's projector overrides it."""
+        import mxnet as mx
+
+        ctx = context_of(self._net)
         feats, outs = [], []
         for i in range(0, int(x.shape[0]), 256):
             f, o = self._probe(x[i:i + 256].as_in_context(ctx))
@@ -146,8 +159,7 @@ class Projector:
             outs.append(o.argmax(axis=-1) if len(o.shape) > 1 else o)
         emb = mx.nd.concat(*feats, dim=0) if len(feats) > 1 else feats[0]
         pred = mx.nd.concat(*outs, dim=0) if len(outs) > 1 else outs[0]
-        labels = {"label": _as_labels(y), "predicted": _as_labels(pred)}
-        w.add_embedding(self.cfg.tag, emb, labels=labels, images=_sprite(x), global_step=step)
+        return emb, pred
 
     def close(self) -> None:
         if self._probe is not None:

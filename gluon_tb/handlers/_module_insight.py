@@ -1,0 +1,237 @@
+"""The see-inside options of :class:`TensorBoardCallback` (Module): filters, projector, grad health.
+
+The same tags and runs as :class:`TensorBoardHandler`'s options, worked from what ``Module.fit``
+shows its callbacks: the module (``BatchEndParam.locals["self"]``), its symbol, the data batch
+and ``eval_data`` in ``locals``, and ``arg_params`` at each epoch end.
+
+* ``conv_filters``: the weight of a 2-D ``Convolution`` of the symbol (from ``arg_params`` at
+  epoch end) as the filter grid, and its ``<name>_output`` for the first input of the first
+  batch (kept as a host copy) as feature maps, computed by a :class:`SymbolProbe` on the
+  module's parameters at epoch end, not on the training path.
+* ``embeddings``: the held-out sample (``Embeddings(data=...)``, else the first inputs of
+  ``fit``'s ``eval_data``, read once when first logged) through the symbol up to the input of
+  the layer that feeds the loss output (or ``Embeddings(layer=...)``); predicted labels are
+  the ``argmax`` of that prediction layer's output.
+* ``grad_health``: at ``batch_end`` of a due batch, each parameter's gradient in the module's
+  executors (summed over devices, unless the local kvstore has already reduced them in place)
+  and its weight. Module's callbacks run *after* the optimizer's update, so ``weight_norm`` is
+  the weight after the batch's update. The detectors' host values are read by a helper thread
+  (:class:`ModuleHealth`), never the training thread; ``Module.fit`` cannot be stopped by a
+  callback, so ``GradHealth(stop=...)`` is refused.
+"""
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections import deque
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+
+from ._base import TRAIN, RunWriters, batch_gradient
+from ._filters import write_filters
+from ._health import GradHealth, HealthMonitor
+from ._projector import Embeddings, Projector
+from ._symbol import SymbolProbe, classifier_input, conv_layer, layer_output
+
+
+def _cpu_copy(x: Any, n: Optional[int] = None) -> Any:
+    import mxnet as mx
+
+    return (x if n is None else x[:n]).copyto(mx.cpu())  # a new array, copied on the engine
+
+
+def _batch(data_batch: Any) -> Any:
+    return data_batch[0] if isinstance(data_batch, (list, tuple)) and data_batch else data_batch
+
+
+class ModuleFilters:
+    """``conv_filters/<layer>`` and ``feature_maps/<layer>`` in run ``train`` at each epoch end."""
+
+    def __init__(self, value: Union[bool, str], out: RunWriters, max_filters: int = 64) -> None:
+        self._layer = value if isinstance(value, str) else None
+        self._out, self._max = out, max_filters
+        self._symbol: Any = None
+        self._conv: Optional[Tuple[str, str]] = None
+        self._probe: Optional[SymbolProbe] = None
+        self._sample: Any = None  # {data name: 1-sample host copy}, or False: not images
+
+    def see_batch(self, module: Any, data_batch: Any) -> None:
+        """Find the layer (ValueError naming it) and keep the first input of the first batch."""
+        if module.symbol is not self._symbol:
+            self._symbol = module.symbol
+            self._conv = conv_layer(self._symbol, self._layer)
+            self._probe = SymbolProbe([layer_output(self._symbol, self._conv[0])])
+        b = _batch(data_batch)
+        if self._sample is not None or b is None or not getattr(b, "data", None):
+            return
+        if len(b.data[0].shape) != 4:
+            self._out.say_once("maps", f"gluon_tb: inputs of shape {tuple(b.data[0].shape)} are not "
+                               "N×C×H×W; feature maps are not logged", logging.WARNING)
+            self._sample = False
+            return
+        self._sample = {n: _cpu_copy(x, 1) for n, x in zip(module.data_names, b.data)}
+
+    def epoch_end(self, epoch: int, arg_params: Any, aux_params: Any) -> None:
+        if self._conv is not None and arg_params:
+            self._out.apply(TRAIN, self._log, epoch, arg_params, aux_params)
+
+    def _log(self, w: Any, epoch: int, arg_params: Any, aux_params: Any) -> None:
+        name, weight = self._conv
+        maps = None
+        if self._sample:
+            maps = self._probe(self._sample, arg_params, aux_params)[0]
+        write_filters(w, name, arg_params[weight], maps, epoch, self._max)
+
+
+class ModuleProjector(Projector):
+    """The projector option for Module: the sample from ``Embeddings(data=)`` or ``eval_data``."""
+
+    def __init__(self, cfg: Embeddings, out: RunWriters) -> None:
+        super().__init__(cfg, out)
+        self._symbol: Any = None
+        self._module: Any = None
+        self._eval: Any = None
+
+    def see_fit(self, module: Any, eval_data: Any) -> None:
+        """At the first batch of a ``fit``: the module, its symbol and the validation iterator."""
+        self._module, self._eval = module, eval_data
+        if module.symbol is not self._symbol:
+            self._symbol = module.symbol
+            if self.cfg.layer:
+                feats, pred = layer_output(self._symbol, self.cfg.layer), classifier_input(self._symbol)[1]
+            else:
+                feats, pred = classifier_input(self._symbol)
+            self._probe = SymbolProbe([feats, pred])  # type: ignore[assignment]
+            self._data_name = module.data_names[0]
+
+    def log(self, step: int) -> None:
+        if self._have < self.cfg.samples and self._module is not None:
+            self._collect()
+        super().log(step)
+
+    def _collect(self) -> None:
+        import mxnet as mx
+
+        src = self.cfg.data if self.cfg.data is not None else self._eval
+        if src is None:
+            return
+        if not isinstance(src, mx.io.DataIter):
+            self._take_from(src)
+            return
+        src.reset()
+        try:
+            for b in src:
+                if not b.label:
+                    self._out.say_once("emb-labels", "gluon_tb: the held-out batches have no labels; "
+                                       "embeddings are not logged", logging.WARNING)
+                    self._have = self.cfg.samples
+                    return
+                n = int(b.data[0].shape[0]) - int(b.pad or 0)
+                self._keep([b.data[0][:n], b.label[0][:n]])
+                if self._have >= self.cfg.samples:
+                    break
+        finally:
+            src.reset()
+
+    def _embed(self, x: Any) -> Any:
+        import mxnet as mx
+
+        arg_params, aux_params = self._module.get_params()
+        feats, pred = self._probe({self._data_name: x}, arg_params, aux_params)  # type: ignore[misc]
+        return mx.nd.flatten(feats), (pred.argmax(axis=-1) if len(pred.shape) > 1 else pred)
+
+
+class _ParamView:
+    """A Module parameter in the shape ``HealthMonitor`` and ``batch_gradient`` read a Gluon one."""
+
+    def __init__(self, grads: List[Any], weights: List[Any], lr_mult: float) -> None:
+        self._g, self._w, self.lr_mult = grads, weights, lr_mult
+
+    def list_grad(self) -> List[Any]:
+        return self._g
+
+    def list_data(self) -> List[Any]:
+        return self._w
+
+
+class _TrainerView:
+    """What ``HealthMonitor.finish`` reads of a Gluon Trainer: the optimizer and its learning rate."""
+
+    def __init__(self, optimizer: Any) -> None:
+        self.optimizer = optimizer
+        self.learning_rate = optimizer.learning_rate
+
+
+def module_gradients(module: Any, want: Callable[[str], bool]) -> Tuple[list, Dict[str, Any], Any]:
+    """``(grads [(name, NDArray)], params {name: view}, trainer view)`` of the selected parameters
+    from the module's executors, as they are after the batch's update."""
+    g = module._exec_group  # Module has no public accessor for its gradients
+    opt = module._optimizer
+    reduced = module._kvstore is not None and not module._update_on_kvstore  # pulled sums in place
+    mults = getattr(opt, "lr_mult", {}) or {}
+    grads, params = [], {}
+    for name, gs, ws in zip(g.param_names, g.grad_arrays, g.param_arrays):
+        if not want(name) or not gs or any(x is None for x in gs):
+            continue
+        view = _ParamView(gs[:1] if reduced else gs, ws, float(mults.get(name, 1.0)))
+        params[name] = view
+        grads.append((name, batch_gradient(view)))
+    return grads, params, _TrainerView(opt)
+
+
+class ModuleHealth(HealthMonitor):
+    """:class:`HealthMonitor` whose checks are read back by a helper thread.
+
+    ``finish`` queues each check's NDArray to the helper as soon as it is built; the helper
+    reads it (waiting for MXNet there) and hands back host values, which the training thread
+    judges at its next ``settle`` without waiting. ``settle(wait=True)`` (the end of ``fit``)
+    waits for the checks still out.
+    """
+
+    def __init__(self, cfg: GradHealth, out: RunWriters) -> None:
+        super().__init__(cfg, out)
+        self._todo: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
+        self._ready: deque = deque()
+        self._out_n = 0
+        self._cond = threading.Condition()
+        self._thread: Optional[threading.Thread] = None
+
+    def finish(self, trainer: Any, losses: Optional[List[Any]] = None) -> None:
+        super().finish(trainer, losses)
+        self._send()
+
+    def settle(self, wait: bool = False) -> bool:
+        self._send()
+        with self._cond:
+            while wait and self._out_n > len(self._ready):
+                self._cond.wait()
+            ready, self._ready = list(self._ready), deque()
+            self._out_n -= len(ready)
+        for step, names, values in ready:
+            if isinstance(values, BaseException):
+                self._out.failed(values)
+            else:
+                self._judge(step, names, values)
+        return self.stop
+
+    def _send(self) -> None:
+        if self._pending is None:
+            return
+        item, self._pending = self._pending, None
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._read, name="gluon_tb-grad-health", daemon=True)
+            self._thread.start()
+        with self._cond:
+            self._out_n += 1
+        self._todo.put(item)
+
+    def _read(self) -> None:
+        while True:
+            step, names, vec = self._todo.get()
+            try:
+                values: Any = vec.asnumpy()  # on this helper thread: MXNet is waited for here
+            except Exception as e:  # noqa: BLE001 - reported on the training thread
+                values = e
+            with self._cond:
+                self._ready.append((step, names, values))
+                self._cond.notify_all()
