@@ -174,10 +174,10 @@ class TensorBoardCallback:
             return
         if self._filters:
             self._filters.epoch_end(epoch, arg_params, aux_params)
+        if self._proj:  # validation does not change the weights: the sample's features are final
+            self._proj.log(epoch) if epoch == self._last_epoch else self._proj.epoch_end(epoch)
         if epoch == self._last_epoch and (not self._has_eval or self._evals == 0):
-            self._fit_ends(epoch)  # no validation follows (or no eval_end to see it)
-        elif self._proj and not self._has_eval:
-            self._proj.epoch_end(epoch)
+            self._fit_ends()  # no validation follows (or no eval_end to see it)
 
     def eval_end(self, param: Any) -> None:
         """``eval_end_callback``: the validation values of the epoch."""
@@ -185,12 +185,8 @@ class TensorBoardCallback:
         if param.eval_metric is not None:
             for tag, v in self._shared(scores([param.eval_metric], use_global=True)):
                 self._out.write(VALIDATION, "add_scalar", f"epoch_{tag}", v, param.epoch)
-        if self._out.muted:
-            return
-        if param.epoch == self._last_epoch:
-            self._fit_ends(param.epoch)
-        elif self._proj:
-            self._proj.epoch_end(param.epoch)
+        if param.epoch == self._last_epoch and not self._out.muted:
+            self._fit_ends()
 
     def flush(self) -> None:
         """Return when everything logged so far is written."""
@@ -198,6 +194,8 @@ class TensorBoardCallback:
 
     def close(self) -> None:
         """Write everything and close the event files (logging again opens new ones)."""
+        if self._health:
+            self._health.close()
         self._out.close()
 
     def __enter__(self) -> "TensorBoardCallback":
@@ -219,10 +217,8 @@ class TensorBoardCallback:
         if self._proj:
             self._proj.see_fit(module, local.get("eval_data"))
 
-    def _fit_ends(self, epoch: int) -> None:
-        """The last epoch of ``fit`` is over: the final embedding, the last checks, then flush."""
-        if self._proj:
-            self._proj.log(epoch)
+    def _fit_ends(self) -> None:
+        """The last epoch of ``fit`` is over: judge the last checks, then flush."""
         if self._health:
             self._health.settle(wait=True)
         self._out.flush()

@@ -214,6 +214,14 @@ class ModuleHealth(HealthMonitor):
                 self._judge(step, names, values)
         return self.stop
 
+    def close(self) -> None:
+        """Judge what is still out and end the helper thread (a later check starts a new one)."""
+        self.settle(wait=True)
+        if self._thread is not None:
+            self._todo.put(None)
+            self._thread.join()
+            self._thread = None
+
     def _send(self) -> None:
         if self._pending is None:
             return
@@ -227,7 +235,10 @@ class ModuleHealth(HealthMonitor):
 
     def _read(self) -> None:
         while True:
-            step, names, vec = self._todo.get()
+            item = self._todo.get()
+            if item is None:
+                return
+            step, names, vec = item
             try:
                 values: Any = vec.asnumpy()  # on this helper thread: MXNet is waited for here
             except Exception as e:  # noqa: BLE001 - reported on the training thread
