@@ -43,7 +43,9 @@ def main(argv=None) -> None:
     val = mx.io.NDArrayIter(x_val, y_val.astype("float32"), args.batch_size, label_name="softmax_label")
 
     mod = mx.mod.Module(build_symbol(), context=mx.cpu())
-    with TensorBoardCallback(args.logdir) as cb:
+    # embeddings: 300 validation digits at the input of fc3 in the projector (labels, sprites);
+    # grad_health: grad_norm/, weight_norm/, update_ratio/ at each epoch's last batch
+    with TensorBoardCallback(args.logdir, embeddings=300, grad_health=True) as cb:
         mod.fit(train, eval_data=val, eval_metric=["acc", "ce"], num_epoch=args.epochs,
                 optimizer="sgd", optimizer_params={"learning_rate": args.lr, "momentum": 0.9},
                 initializer=mx.init.Xavier(),
@@ -51,7 +53,7 @@ def main(argv=None) -> None:
                 epoch_end_callback=cb.epoch_end, eval_end_callback=cb.eval_end)
 
     logdir = os.path.abspath(args.logdir)
-    print(f"TensorBoard logs written to {logdir} (runs: train, validation)")
+    print(f"TensorBoard logs written to {logdir} (runs: train, validation; projector in train)")
     print(f"View them with:\n    tensorboard --logdir {logdir}")
 
 

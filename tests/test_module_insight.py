@@ -253,3 +253,17 @@ def test_a_layer_that_is_not_a_convolution_is_named(tmp_path):
         fit(TensorBoardCallback(str(tmp_path), conv_filters="fc1"))
     with pytest.raises(ValueError, match="layer 'nope' is not a layer of the symbol; its layers are conv1, relu1"):
         fit(TensorBoardCallback(str(tmp_path / "b"), embeddings=Embeddings(4, layer="nope")))
+
+
+def test_module_example_runs_offline(tmp_path):
+    import runpy
+
+    d = str(tmp_path / "digits")
+    runpy.run_path(os.path.join(os.path.dirname(__file__), "..", "examples", "module_digits.py"),
+                   run_name="example")["main"](["--logdir", d, "--epochs", "2"])
+    got = steps(d)
+    assert got[("train", "grad_norm/global")] == [22, 45]  # 1438 digits in 23 batches of 64
+    assert got[("validation", "epoch_accuracy")] == [0, 1]
+    assert os.listdir(os.path.join(d, "train", "embedding")) == ["00001"]
+    rows = open(os.path.join(d, "train", "embedding", "00001", "metadata.tsv")).read().splitlines()
+    assert len(rows) == 301 and rows[0] == "label\tpredicted"
