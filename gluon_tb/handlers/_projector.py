@@ -23,7 +23,7 @@ from ._inputs import for_display
 
 
 class Embeddings:
-    """Options of ``TensorBoardHandler(embeddings=...)``.
+    """Options of ``TensorBoardHandler(embeddings=...)`` and ``TensorBoardCallback(embeddings=...)``.
 
     Args:
         samples: how many held-out inputs to embed.

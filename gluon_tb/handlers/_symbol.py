@@ -103,6 +103,8 @@ class SymbolProbe:
                                  f"({', '.join(inputs)}) nor a parameter")
             args[n] = v.as_in_context(cpu)
         aux = {n: (aux_params or {})[n].as_in_context(cpu) for n in self.symbol.list_auxiliary_states()}
+        # bound per call: an executor kept across epochs can go on using MKL-DNN's cached copy
+        # of the previous epoch's weights although get_params() rewrote the arrays in place
         exe = self.symbol.bind(cpu, args=args, aux_states=aux, grad_req="null")
         return exe.forward(is_train=False)
 
