@@ -14,8 +14,10 @@ Example::
     assert c.calls == []
 
 A call is recorded when it happens on the thread that entered the ``with`` block and the
-first frame of its call stack outside MXNet's package (MXNet's own methods call each
-other: ``__bool__`` -> ``asscalar`` -> ``asnumpy``) is in a file under ``gluon_tb/``.
+first frame of its call stack outside MXNet's package, numpy and Python's standard library
+(MXNet's own methods call each other: ``__bool__`` -> ``asscalar`` -> ``asnumpy``; a numpy or
+standard-library function given an NDArray by gluon_tb reads it for gluon_tb) is in a file
+under ``gluon_tb/``.
 Nested reads count once, as the outermost method: ``bool(x)`` is one ``__bool__`` call, not
 three. So a read inside MXNet counts when gluon_tb called into MXNet (a metric's ``update``
 that gluon_tb calls reads its inputs: gluon_tb made the sync), and does not when MXNet's
@@ -58,10 +60,16 @@ class Counter:
         return "\n".join(map(str, self.calls)) or "no host reads by gluon_tb"
 
 
-def _mxnet_dir() -> str:
-    import mxnet
+def _skipped() -> tuple:
+    """Path prefixes of the code that reads on someone else's behalf: MXNet, numpy, the stdlib."""
+    import sysconfig
 
-    return os.path.dirname(os.path.abspath(mxnet.__file__)) + os.sep
+    import mxnet
+    import numpy
+
+    dirs = [os.path.dirname(os.path.abspath(m.__file__)) for m in (mxnet, numpy)]
+    dirs.append(os.path.abspath(sysconfig.get_paths()["stdlib"]))
+    return tuple(d + os.sep for d in dirs) + (os.path.abspath(__file__),)
 
 
 def _caller(frame, skip: tuple) -> str:
@@ -81,7 +89,7 @@ def count_host_reads() -> Iterator[Counter]:
 
     counter = Counter()
     thread = threading.get_ident()
-    skip = (_mxnet_dir(), os.path.abspath(__file__))
+    skip = _skipped()
     local = threading.local()
     saved = {name: NDArray.__dict__[name] for name in METHODS}
 

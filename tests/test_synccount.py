@@ -3,6 +3,7 @@ import os
 import threading
 
 import mxnet as mx
+import numpy as np
 import pytest
 from mxnet.ndarray import NDArray
 
@@ -55,3 +56,18 @@ def test_restores_the_methods():
         with count_host_reads():
             raise RuntimeError("boom")
     assert {n: NDArray.__dict__[n] for n in METHODS} == before
+
+
+def test_a_numpy_or_stdlib_function_reading_for_gluon_tb_is_blamed_on_gluon_tb():
+    import sysconfig
+
+    x = mx.nd.ones((1,))
+    for lib in (os.path.dirname(np.__file__), sysconfig.get_paths()["stdlib"]):
+        ns = {}
+        exec(compile("def read(a):\n    return a.asnumpy()\n", os.path.join(lib, "_fake.py"), "exec"), ns)
+        with count_host_reads() as c:
+            ns["read"](x)                              # the test calls the library: not counted
+            _as_gluon_tb("read(x)", read=ns["read"], x=x)  # gluon_tb calls it: counted
+        assert [(r.method, r.where.split(" ")[0]) for r in c.calls] == [
+            ("asnumpy", os.path.join("gluon_tb", "handlers", "_fake.py") + ":1")]
+        assert c.other == 1
