@@ -267,3 +267,32 @@ def test_module_example_runs_offline(tmp_path):
     assert os.listdir(os.path.join(d, "train", "embedding")) == ["00001"]
     rows = open(os.path.join(d, "train", "embedding", "00001", "metadata.tsv")).read().splitlines()
     assert len(rows) == 301 and rows[0] == "label\tpredicted"
+
+
+def test_bucketing_module_gets_the_same_tags(tmp_path):
+    """BucketingModule trains through its current Module: the options reach its executors."""
+    class Bucketed(mx.io.NDArrayIter):  # what BucketingModule reads of each batch
+        default_bucket_key = 0
+
+        def next(self):
+            b = super().next()
+            b.bucket_key, b.provide_data, b.provide_label = 0, self.provide_data, self.provide_label
+            return b
+
+    d = str(tmp_path)
+    x, y, xv, yv = data()
+    train = Bucketed(x, y, BATCH, label_name="softmax_label")
+    val = Bucketed(xv, yv, BATCH, label_name="softmax_label")
+    mod = mx.mod.BucketingModule(lambda key: (symbol(), ("data",), ("softmax_label",)),
+                                 default_bucket_key=0, context=mx.cpu())
+    cb = TensorBoardCallback(d, conv_filters=True, embeddings=8, grad_health=True, histogram_period=4,
+                             graph=False)
+    mod.fit(train, eval_data=val, num_epoch=EPOCHS, optimizer="sgd", optimizer_params={"learning_rate": LR},
+            initializer=mx.init.Xavier(), batch_end_callback=cb, epoch_end_callback=cb.epoch_end,
+            eval_end_callback=cb.eval_end)
+    cb.close()
+    got = steps(d)
+    assert got[("train", "grad_norm/global")] == got[("train", "weights/fc1_weight")] == [0, 4]
+    assert got[("train", "feature_maps/conv1")] == [0, 1]
+    assert len({t for r, t in got if t.startswith("update_ratio/")}) == len(PARAMS) + 1
+    assert os.listdir(os.path.join(d, "train", "embedding")) == ["00001"]

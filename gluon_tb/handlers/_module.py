@@ -1,6 +1,7 @@
 """``TensorBoardCallback``: the legacy ``Module.fit`` API in the same layout as the estimator handler."""
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any, Dict, Mapping, Optional, Union
 
@@ -9,7 +10,7 @@ from ._base import (ON_ERROR, TRAIN, VALIDATION, ParamFilter, RunWriters, check_
 from ._dist import DISTRIBUTED, Worker, WorkerMean, detect, place
 from ._filters import check_conv_filters
 from ._health import GradHealth, check_grad_health
-from ._module_insight import ModuleFilters, ModuleHealth, ModuleProjector, module_gradients
+from ._module_insight import ModuleFilters, ModuleHealth, ModuleProjector, executor_module, module_gradients
 from ._projector import Embeddings, check_embeddings
 from ._schedule import Period, schedule
 
@@ -225,6 +226,11 @@ class TensorBoardCallback:
 
     def _check_params(self, module: Any, k: int) -> None:
         """Weights (int schedule) and grad_health of global batch ``k``, after its update."""
+        module = executor_module(module)
+        if module is None:
+            self._out.say_once("no-exec", "gluon_tb: this module has no executor group of its own; "
+                               "per-batch weights and grad_health are not logged", logging.WARNING)
+            return
         if self._weights and self._hist.every is not None:
             g = module._exec_group  # the executors' weights (device 0), no host copy
             arrays = {f"weights/{n}": ws[0] for n, ws in zip(g.param_names, g.param_arrays) if self._want(n)}

@@ -162,6 +162,12 @@ class _TrainerView:
         self.learning_rate = optimizer.learning_rate
 
 
+def executor_module(module: Any) -> Any:
+    """The ``Module`` whose executors train (a ``BucketingModule``'s current one), or None."""
+    m = getattr(module, "_curr_module", None) or module
+    return m if getattr(m, "_exec_group", None) is not None and hasattr(m, "_optimizer") else None
+
+
 def module_gradients(module: Any, want: Callable[[str], bool]) -> Tuple[list, Dict[str, Any], Any]:
     """``(grads [(name, NDArray)], params {name: view}, trainer view)`` of the selected parameters
     from the module's executors, as they are after the batch's update."""
