@@ -171,7 +171,7 @@ def test_health_scalars_match_the_gradients(tmp_path):
         np.testing.assert_allclose([v for _, v in got], want, rtol=1e-5)
         gn, wn = got[-1][1], readback.scalars(d, "train", f"weight_norm/{name}")[-1][1]
         ratio = readback.scalars(d, "train", f"update_ratio/{name}")[-1][1]
-        assert ratio == pytest.approx(0.1 * gn / wn, rel=1e-5)
+        assert ratio == pytest.approx(0.1 * gn / max(wn, 0.1 * gn), rel=1e-5)  # at most 1
     glob = readback.scalars(d, "train", "grad_norm/global")
     per = [readback.scalars(d, "train", f"grad_norm/{n}") for n in names]
     for k in range(4):

@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from ..writer import SummaryWriter
 from ..writer._convert import describe
+from ._hooks import FitScope, Wrap, wrap  # noqa: F401 - re-exported for the adapters
 
 TRAIN = "train"
 VALIDATION = "validation"
@@ -173,13 +174,15 @@ class RunWriters:
         self.muted = False
         self._open: Dict[str, SummaryWriter] = {}
         self._told: set = set()
+        self.purge: Dict[str, int] = {}  # run -> purge_step of its next writer (a resumed run)
 
     def writer(self, run: str) -> SummaryWriter:
         w = self._open.get(run)
         if w is None:
             w = self._open[run] = SummaryWriter(os.path.join(self.logdir, self.prefix, run),
                                                 flush_secs=self.flush_secs,
-                                                storage_options=self.storage_options)
+                                                storage_options=self.storage_options,
+                                                purge_step=self.purge.pop(run, None))
         return w
 
     def write(self, run: str, method: str, *args: Any, **kwargs: Any) -> bool:
@@ -249,46 +252,6 @@ class RunWriters:
 
 
 # ---------------------------------------------------------------- hooks and array helpers
-class Wrap:
-    """Shadows methods of one object instance with ``hook(); original(...)``; removable.
-
-    With ``with_args`` the hook receives the call's arguments: ``hook(*args, **kwargs)``.
-    """
-
-    def __init__(self, obj: Any, names: Tuple[str, ...], hook: Callable[..., None],
-                 with_args: bool = False) -> None:
-        self.obj, self.active, self._mine, self._saved = obj, True, {}, {}
-        for name in names:
-            if name in obj.__dict__:
-                self._saved[name] = obj.__dict__[name]
-            inner = getattr(obj, name)
-
-            def wrapped(*args: Any, _inner: Any = inner, **kwargs: Any) -> Any:
-                if self.active:
-                    hook(*args, **kwargs) if with_args else hook()
-                return _inner(*args, **kwargs)
-
-            setattr(obj, name, wrapped)
-            self._mine[name] = wrapped
-
-    def remove(self) -> None:
-        self.active = False
-        for name, fn in self._mine.items():
-            if self.obj.__dict__.get(name) is fn:  # nobody wrapped on top of us
-                if name in self._saved:
-                    setattr(self.obj, name, self._saved[name])
-                else:
-                    delattr(self.obj, name)
-
-
-def wrap(obj: Any, names: Tuple[str, ...], hook: Callable[..., None],
-         with_args: bool = False) -> Optional[Wrap]:
-    try:
-        return Wrap(obj, names, hook, with_args)
-    except (AttributeError, TypeError):  # __slots__ or a read-only object
-        return None
-
-
 def batch_gradient(p: Any) -> Any:
     """The gradient of the whole batch: the sum over devices (what the kvstore reduces)."""
     gs = p.list_grad()

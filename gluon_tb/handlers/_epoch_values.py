@@ -2,7 +2,10 @@
 
 ``epoch_<metric>`` of runs ``train`` and ``validation`` (validation only for the epochs
 in which the estimator validated), ``epoch_learning_rate`` and
-``epoch_samples_per_second``. With several workers and ``distributed="rank0"`` the
+``epoch_samples_per_second``. ``epoch_loss`` is always there: the estimator's own loss
+metric when it has one, otherwise the mean per-sample loss of the epoch's batches (train)
+or of the last validation pass (validation), summed on MXNet's engine as the batches come
+and read by the writer thread: nothing waits for a value on the training thread. With several workers and ``distributed="rank0"`` the
 values are the mean over the workers (the throughput their sum), see ``_dist.py``.
 """
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from ._base import TRAIN, VALIDATION, RunWriters, Wrap, is_loss, loss_total, scores, wrap
+from ._base import TRAIN, VALIDATION, FitScope, RunWriters, Wrap, is_loss, loss_total, scores, wrap
 from ._dist import Worker, WorkerMean, detect, place
 
 Pairs = List[Tuple[str, float]]
@@ -32,16 +35,30 @@ class EpochValues:
         self._batches = 0
         self._own_loss: Any = None
         self._own_count = 0
+        self._val_own = False  # the estimator has no validation loss metric: sum it here
+        self._val_loss: Any = None
+        self._val_count = 0
 
-    def train_begin(self, estimator: Any) -> Optional[Wrap]:
-        """Find this worker's place; returns the hook that counts validation batches."""
+    def train_begin(self, estimator: Any, scope: FitScope, on_dead: Any = None) -> List[Wrap]:
+        """Find this worker's place; returns the hooks that follow validation."""
         self.worker = detect(estimator.trainer)
         self._mean = place(self._out, self.worker, self._mode)
         self.final = {}
-        tap = wrap(estimator.batch_processor, ("evaluate_batch",), self._count_validation)
+        taps = []
+        self._val_own = not any(is_loss(m) for m in estimator.val_metrics)
+        self._val_loss, self._val_count = None, 0
+        tap = wrap(estimator.batch_processor, ("evaluate_batch",), self._count_validation, scope=scope,
+                   after=self._see_validation if self._val_own else None, on_dead=on_dead)
         self._val_hooked = tap is not None
         self._val_seen = self._val_batches if tap is not None else None
-        return tap
+        if tap is not None:
+            taps.append(tap)
+            if self._val_own and estimator.val_metrics:  # evaluate() resets them first: a new pass
+                reset = wrap(estimator.val_metrics[0], ("reset",), self._new_validation, scope=scope,
+                             on_dead=on_dead)
+                if reset is not None:
+                    taps.append(reset)
+        return taps
 
     def epoch_begin(self, estimator: Any) -> None:
         self._samples = self._batches = 0
@@ -59,7 +76,7 @@ class EpochValues:
             self._samples += int(batch[0].shape[0])
         if losses and self._own_loss is not None:  # the estimator has no loss metric
             total, count = loss_total(losses)
-            self._own_loss = total if self._own_loss == 0 else self._own_loss + total
+            self._own_loss = total if not self._own_count else self._own_loss + total
             self._own_count += count
 
     def epoch_end(self, estimator: Any, epoch: int) -> None:
@@ -74,12 +91,23 @@ class EpochValues:
         self._out.write(TRAIN, "add_scalar", "epoch_learning_rate", estimator.trainer.learning_rate, epoch)
         if rate == rate:
             self._out.write(TRAIN, "add_scalar", "epoch_samples_per_second", rate, epoch)
-        if fresh and not all(v != v for _, v in val):  # all NaN: nothing was evaluated
+        if fresh and not all(isinstance(v, float) and v != v for _, v in val):  # all NaN: none
             self._log(VALIDATION, val, epoch)
 
     # ------------------------------------------------------------ pieces
     def _count_validation(self) -> None:
         self._val_batches += 1
+
+    def _new_validation(self) -> None:
+        self._val_loss, self._val_count = None, 0
+
+    def _see_validation(self, result: Any) -> None:
+        """After ``evaluate_batch``: add its per-sample losses (MXNet ops, no host read)."""
+        losses = result[3] if isinstance(result, (list, tuple)) and len(result) == 4 else None
+        if isinstance(losses, (list, tuple)) and losses and all(hasattr(l, "context") for l in losses):
+            total, count = loss_total(list(losses))
+            self._val_loss = total if not self._val_count else self._val_loss + total
+            self._val_count += count
 
     def _validation(self, ms: List[Any]) -> Tuple[Pairs, bool]:
         """The validation values, and whether the estimator validated in this epoch."""
@@ -90,6 +118,10 @@ class EpochValues:
             snap = tuple(tuple(m.get_name_value()) for m in ms)
             fresh, self._val_seen = snap != self._val_seen, snap
         pairs = scores(ms)
+        if self._val_own and self._val_hooked:
+            own: Any = self._val_loss / float(self._val_count) if self._val_count else float("nan")
+            pairs.insert(0, ("loss", own))
+            self._val_loss, self._val_count = None, 0
         if not fresh:  # still shared with the other workers, as NaN, so every call matches
             pairs = [(tag, float("nan")) for tag, _ in pairs]
         return pairs, fresh

@@ -17,8 +17,13 @@ the original. That is the one moment at which the gradients are exactly what the
 produced, for any update handler or batch processor that uses the trainer, with any
 number of devices, and before a distributed kvstore overwrites the buffers with pulled
 weights. ``train_end`` removes the wrappers. The same way, ``batch_processor.evaluate_batch``
-is wrapped to count validation batches, so validation values are logged exactly for the
-epochs in which the estimator validated.
+is wrapped to count validation batches and sum their losses, so validation values (and
+``validation/epoch_loss``, also without a loss metric) are logged exactly for the epochs in
+which the estimator validated.
+
+MXNet does not call ``train_end`` when ``fit`` raises; the wrappers are bound to the ``fit``
+call that made them and remove themselves at their first call outside it (``_hooks.py``).
+A handler's first ``fit`` continues a resumed training's steps (``_resume.py``).
 """
 from __future__ import annotations
 
@@ -28,9 +33,10 @@ from typing import Any, Dict, List, Mapping, Optional, Union
 
 from mxnet.gluon.contrib.estimator.event_handler import BatchEnd, EpochBegin, EpochEnd, TrainBegin, TrainEnd
 
-from ._base import (ON_ERROR, TRAIN, ParamFilter, RunWriters, Wrap, check_bool, check_choice,
-                    check_hparams, check_logdir, check_positive_int, check_positive_number,
-                    param_selector, scores, wrap)
+from ._base import (ON_ERROR, TRAIN, VALIDATION, FitScope, ParamFilter, RunWriters, Wrap, check_bool,
+                    check_choice, check_hparams, check_logdir, check_positive_int,
+                    check_positive_number, param_selector, scores, wrap)
+from ..writer._convert import describe
 from ._dist import DISTRIBUTED, Worker
 from ._epoch_values import EpochValues
 from ._filters import ConvFilters, check_conv_filters
@@ -38,9 +44,20 @@ from ._health import GradHealth, HealthMonitor, check_grad_health
 from ._histograms import ParamHistograms
 from ._projector import Embeddings, Projector, check_embeddings
 from ._inputs import log_first_batch
+from ._resume import resume_point
 from ._schedule import Period, schedule
 
 __all__ = ["TensorBoardHandler"]
+
+
+def check_start(value: Any, name: str) -> Optional[int]:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be None or an int >= 0, got {describe(value)}")
+    if value < 0:
+        raise ValueError(f"{name} must be None or an int >= 0, got {value}")
+    return value
 
 
 class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
@@ -105,6 +122,12 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
             ``<logdir>/worker_<rank>/``.
         storage_options: for a URL ``logdir`` (``s3://bucket/run``), keyword arguments of
             its fsspec file system (``{"endpoint_url": ..., "key": ..., "secret": ...}``).
+        initial_epoch: the epoch index at which the first ``fit`` starts; ``None``: found
+            (a resuming ``CheckpointHandler`` in the same ``fit``, or a trainer that has
+            already made updates; see ``_resume.py``), else 0.
+        initial_step: the global batch index at which the first ``fit`` starts; ``None``:
+            found the same way, else 0. When either is not 0, points that an earlier process
+            logged at or after it are hidden in TensorBoard (``purge_step``).
     """
 
     #: After ``MetricHandler``/``ValidationHandler`` (-1000) and user handlers (0),
@@ -118,7 +141,8 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
                  flush_secs: float = 2.0, conv_filters: Union[bool, str] = False,
                  embeddings: Union[None, bool, int, Embeddings] = None,
                  grad_health: Union[bool, GradHealth] = False, distributed: str = "rank0",
-                 storage_options: Optional[Mapping[str, Any]] = None) -> None:
+                 storage_options: Optional[Mapping[str, Any]] = None,
+                 initial_epoch: Optional[int] = None, initial_step: Optional[int] = None) -> None:
         self._out = RunWriters(check_logdir(logdir), check_choice(on_error, "on_error", ON_ERROR),
                                check_positive_number(flush_secs, "flush_secs"), storage_options)
         self._every = schedule(batch_period, "batch_period")
@@ -128,8 +152,12 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
         self._graph = check_bool(graph, "graph")
         self._hparams = check_hparams(hparams)
         self._epochs = EpochValues(self._out, check_choice(distributed, "distributed", DISTRIBUTED))
+        self._initial = (check_start(initial_epoch, "initial_epoch"), check_start(initial_step, "initial_step"))
         self._step = 0  # global index of the batch being processed
         self._epoch = 0
+        self._fits = 0
+        self._scope: Optional[FitScope] = None
+        self.resumed_from = ""  # what the first fit's starting point was found from
         self._graph_done = False
         self._in_epoch = 0
         self._taps: List[Wrap] = []
@@ -161,14 +189,17 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
     # ------------------------------------------------------------ events
     def train_begin(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
         self._remove_taps()
+        scope = self._scope = FitScope(estimator)
+        if not self._fits:
+            self._start_at(resume_point(estimator, scope, *self._initial))
+        self._fits += 1
         self._in_epoch = 0
         self._hists.train_begin(estimator, self._step)
-        val = self._epochs.train_begin(estimator)
-        if val is not None:
-            self._taps.append(val)
+        self._taps.extend(self._epochs.train_begin(estimator, scope, self._abandon))
         if not self._hist.never and not self._out.muted:
             tap = wrap(estimator.trainer, ("step", "allreduce_grads"),
-                       lambda: self._hists.before_update(self._step, self._in_epoch))
+                       lambda: self._hists.before_update(self._step, self._in_epoch),
+                       scope=scope, on_dead=self._abandon)
             if tap is None:
                 self._out.say_once("tap", "gluon_tb: cannot hook the trainer; gradients are not logged",
                                    logging.WARNING)
@@ -176,7 +207,8 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
                 self._taps.append(tap)
         if self._filters and not self._out.muted:
             self._filters.train_begin(estimator.net)
-        hook = self._proj.train_begin(estimator) if self._proj and not self._out.muted else None
+        hook = self._proj.train_begin(estimator, scope, self._abandon) \
+            if self._proj and not self._out.muted else None
         if hook is not None:
             self._taps.append(hook)
         if self._health:
@@ -232,22 +264,44 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
 
     def train_end(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
         self._remove_taps()
+        if self._scope is not None:
+            self._scope.end()
         if self._proj and not self._out.muted:
             self._proj.log(max(self._epoch - 1, 0))
         if self._health:
-            self._health.settle()
+            self._health.settle(wait=True)  # every check judged (and its text queued) before closing
         for part in (self._filters, self._proj):
             if part:
                 part.close()
         if self._hparams is not None:
-            final = {k: float(v) for k, v in self._epochs.final.items()}
+            final = dict(self._epochs.final)  # floats, or NDArrays the writer thread reads
             self._out.write(TRAIN, "add_hparams", self._hparams, final, max(self._epoch - 1, 0))
         self._out.close()
 
     def _remove_taps(self) -> None:
-        for tap in self._taps:
+        for tap in reversed(self._taps):  # the last made is on top
             tap.remove()
         self._taps = []
+
+    def _abandon(self) -> None:
+        """The ``fit`` that hooked the trainer raised (no ``train_end``): unhook, close everything."""
+        self._remove_taps()
+        if self._scope is not None:
+            self._scope.end()
+        for part in (self._filters, self._proj):
+            if part:
+                part.close()
+        if self._health:
+            self._health.forget()
+        self._out.close()
+
+    def _start_at(self, start: Any) -> None:
+        """Continue a resumed training: epoch and batch indices, and hide what they replace."""
+        self._epoch, self._step, self.resumed_from = start.epoch, start.step, start.source
+        if start.step or start.epoch:
+            self._out.purge.update({TRAIN: start.step, VALIDATION: start.epoch})
+            self._out.say_once("resume", f"gluon_tb: continuing at epoch {start.epoch}, batch "
+                               f"{start.step} (from {start.source})")
 
     # ------------------------------------------------------------ pieces
     def _stop_now(self) -> bool:

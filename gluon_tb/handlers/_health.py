@@ -6,8 +6,11 @@ and ``global`` (over all of them):
 * ``grad_norm/<name>``: ``rescale_grad · ‖g‖`` — the batch's gradient (summed over devices)
   as the optimizer applies it (for a per-sample loss, the gradient of the batch mean);
 * ``weight_norm/<name>``: ``‖w‖`` before the update;
-* ``update_ratio/<name>``: ``lr · lr_mult · grad_norm / weight_norm`` (plain SGD's step
-  relative to the weight; momentum, Adam's scaling and weight decay are not modelled).
+* ``update_ratio/<name>``: ``u / max(weight_norm, u)`` with ``u = lr · lr_mult · grad_norm``:
+  plain SGD's step relative to the weight (momentum, Adam's scaling and weight decay are not
+  modelled), at most 1. A step as large as the weight or larger counts as 1, so a
+  zero-initialised bias's first steps read 1, not ``u / 1e-12`` (a spike of 1e10 that
+  would flatten the chart); a parameter with neither gradient nor weight reads 0.
 
 Norms are ``sqrt(sum(square(x)))`` queued on MXNet's engine (``nd.norm`` is up to 1% off
 on large float32 arrays) and handed to ``add_scalar`` as NDArrays: the writer reads them on
@@ -24,15 +27,19 @@ parameters), each optionally stopping training (``batch_end``/``epoch_end`` retu
 * ``exploding``: a gradient norm (a parameter's, or the global one) above
   ``explode_factor`` times the mean of its previous (up to 5) checks.
 
-Latency: the host values of a check are read at the *next* check (or at the end of the
-epoch, where the estimator waits for its metrics anyway). By then MXNet has long computed
-them, so reading them does not stall the training thread; the price is that a detector fires
-up to one check period (``histogram_period`` batches) after the batch that went wrong, and
-training stops then.
+Latency: the host values of a check are read by a helper thread (``gluon_tb-grad-health``),
+which waits for MXNet to compute them; the training thread judges what the helper has handed
+back at the next check or epoch end, without ever waiting. A detector fires, and training
+stops, at the first check or epoch end after the values were read: typically one check
+period (``histogram_period`` batches) after the batch that went wrong; on a CPU kept busy,
+possibly later. At the end of ``fit`` every check still out is waited for and judged.
 """
 from __future__ import annotations
 
 import math
+import queue
+import threading
+from collections import deque
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from ..writer._convert import describe
@@ -83,7 +90,8 @@ def check_grad_health(value: Any) -> Optional[GradHealth]:
 
 
 class HealthMonitor:
-    """``observe`` at the gradient hook, ``finish`` after the update, ``settle`` at epoch end."""
+    """``observe`` at the gradient hook, ``finish`` after the update, ``settle`` at epoch end,
+    ``settle(wait=True)`` at the end of ``fit``."""
 
     def __init__(self, cfg: GradHealth, out: RunWriters) -> None:
         self.cfg, self._out = cfg, out
@@ -93,6 +101,13 @@ class HealthMonitor:
         self._pending: Any = None
         self._streak: Dict[str, int] = {}
         self._recent: Dict[str, List[float]] = {}
+        # checks read back by a helper thread, so the training thread never waits for MXNet
+        self._todo: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
+        self._ready: deque = deque()
+        self._out_n = 0  # checks sent to the helper and not judged yet
+        self._epoch_of_reads = 0
+        self._cond = threading.Condition()
+        self._thread: Optional[threading.Thread] = None
 
     def observe(self, step: int, grads: List[Tuple[str, Any]], params: Dict[str, Any]) -> None:
         """Queue the sums of squares of the gradients and weights (before the update)."""
@@ -121,13 +136,16 @@ class HealthMonitor:
         scale = float(getattr(trainer.optimizer, "rescale_grad", 1.0))
         lr = float(trainer.learning_rate)
         gn, wn = nd.sqrt(g2) * scale, nd.sqrt(w2)
-        ratio = gn * nd.array([lr * m for m in mults], ctx=ctx) / (wn + 1e-12)
+        step_n = gn * nd.array([lr * m for m in mults], ctx=ctx)
+        ratio = step_n / nd.maximum(nd.maximum(wn, step_n), 1e-30)
         ggn, gwn = nd.sqrt(nd.sum(g2)) * scale, nd.sqrt(nd.sum(w2))
+        g_step = lr * ggn
         loss_bad = nd.zeros((1,), ctx=ctx)
         for l in losses or []:
             loss_bad = loss_bad + (l.size - nd.sum(nd.contrib.isfinite(l))).as_in_context(ctx)
         w = self._out
-        for tag, v in (("grad_norm", ggn), ("weight_norm", gwn), ("update_ratio", lr * ggn / (gwn + 1e-12))):
+        g_ratio = g_step / nd.maximum(nd.maximum(gwn, g_step), 1e-30)
+        for tag, v in (("grad_norm", ggn), ("weight_norm", gwn), ("update_ratio", g_ratio)):
             w.write(TRAIN, "add_scalar", f"{tag}/global", v, step)
         if self.cfg.per_param:
             for i, n in enumerate(names):
@@ -135,14 +153,58 @@ class HealthMonitor:
                 w.write(TRAIN, "add_scalar", f"weight_norm/{n}", wn[i], step)
                 w.write(TRAIN, "add_scalar", f"update_ratio/{n}", ratio[i], step)
         self._pending = (step, names, nd.concat(gn, ggn.reshape((1,)), bad, loss_bad, dim=0))
+        self._send()
 
-    def settle(self) -> bool:
-        """Judge the last check still pending; True when training should stop."""
-        if self._pending is not None:
-            step, names, vec = self._pending
-            self._pending = None
-            self._judge(step, names, vec.asnumpy())
+    def forget(self) -> None:
+        """Drop the checks not judged yet (the ``fit`` they belong to raised)."""
+        self._fresh = self._pending = None
+        with self._cond:
+            self._ready.clear()
+            self._out_n = 0
+            self._epoch_of_reads += 1  # reads still out are dropped when they come back
+
+    def settle(self, wait: bool = False) -> bool:
+        """Judge the checks the helper thread has read back; True when training should stop.
+
+        Never waits for MXNet on the calling (training) thread; ``wait=True`` (the end of
+        ``fit``) waits for the helper to hand back every check still out.
+        """
+        self._send()
+        with self._cond:
+            while wait and self._out_n > len(self._ready):
+                self._cond.wait()
+            ready, self._ready = list(self._ready), deque()
+            self._out_n -= len(ready)
+        for step, names, values in ready:
+            if isinstance(values, BaseException):
+                self._out.failed(values)
+            else:
+                self._judge(step, names, values)
         return self.stop
+
+    def _send(self) -> None:
+        """Hand the last check's NDArray to the helper thread, which reads it (waits for MXNet)."""
+        if self._pending is None:
+            return
+        item, self._pending = self._pending, None
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._read, name="gluon_tb-grad-health", daemon=True)
+            self._thread.start()
+        with self._cond:
+            self._out_n += 1
+        self._todo.put((self._epoch_of_reads, item))
+
+    def _read(self) -> None:
+        while True:
+            gen, (step, names, vec) = self._todo.get()
+            try:
+                values: Any = vec.asnumpy()  # on this helper thread: MXNet is waited for here
+            except Exception as e:  # noqa: BLE001 - reported on the training thread
+                values = e
+            with self._cond:
+                if gen == self._epoch_of_reads:
+                    self._ready.append((step, names, values))
+                self._cond.notify_all()
 
     # ------------------------------------------------------------ detectors
     def _judge(self, step: int, names: List[str], v: Any) -> None:

@@ -5,7 +5,9 @@ hooked by the handler), the one moment at which they are what the batch produced
 devices, before a kvstore overwrites the buffers. Weights are taken at ``batch_end``, after that
 batch's update. With ``histogram_period="epoch"`` the last batch of an epoch is logged; until the
 first epoch has ended its length is unknown, so during it each batch's gradients are copied on the
-device (asynchronously) and the last copy is logged at the epoch's end.
+device (asynchronously) and the last copy is logged at the epoch's end. An epoch cut short (a
+handler returned True from ``batch_end``) is logged at its last batch, at the epoch's end, from
+the gradient buffers when the update left them as they were.
 """
 from __future__ import annotations
 
@@ -74,8 +76,15 @@ class ParamHistograms:
         """``last``: the epoch's last global batch; ``step``: the next one."""
         if not self._hist.per_epoch:
             return
-        if not self._done and self._stash_at == last and in_epoch:
-            self.log("gradients", list(self._stash.items()), last)
+        if not self._done and in_epoch:
+            if self._stash_at == last:  # the first epoch: the last batch's copy
+                self.log("gradients", list(self._stash.items()), last)
+            elif self._grads_untouched():  # stopped early (a handler returned True): still there
+                self.log("gradients", self._gradients(), last)
+            else:
+                self._out.say_once("partial", "gluon_tb: training stopped inside an epoch; its "
+                                   "gradient histograms are not logged (the kvstore has replaced "
+                                   "them), its weight histograms are")
             self.log("weights", self._weights(), last)
         max_batch = getattr(self._est, "max_batch", None)
         if not (max_batch and step - self._fit_first >= max_batch):  # a whole epoch: its length
@@ -101,6 +110,16 @@ class ParamHistograms:
                 chosen.append((name, p))
             self._chosen = chosen
         return self._chosen
+
+    def _grads_untouched(self) -> bool:
+        """Whether the gradient buffers still hold what the last batch produced after its update:
+        a plain Trainer with no kvstore, or one whose kvstore updates (only pushes gradients)."""
+        from mxnet import gluon
+
+        tr = getattr(self._est, "trainer", None)
+        if getattr(tr, "_kvstore", None) is not None:
+            return bool(getattr(tr, "_update_on_kvstore", False))
+        return getattr(type(tr), "_allreduce_grads", None) is gluon.Trainer._allreduce_grads
 
     def _gradients(self) -> Arrays:
         return [(name, batch_gradient(p)) for name, p in self._selected()]

@@ -32,7 +32,7 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Uni
 import numpy as np
 
 from . import _proto
-from ._convert import check_tag, describe
+from ._convert import check_tag, describe, is_ndarray
 from ._wire import f_bool, f_bytes, f_double, f_str, f_varint
 
 PLUGIN_NAME = "hparams"
@@ -73,7 +73,12 @@ def _hparam_value(v: Any, where: str) -> HParamValue:
     raise TypeError(f"{where} must be a str, bool, int or float, got {describe(v)}")
 
 
-def _metric_value(v: Any, where: str) -> float:
+def _metric_value(v: Any, where: str) -> Any:
+    """A host number, or a one-element MXNet NDArray kept as it is: read on the writer thread."""
+    if is_ndarray(v):
+        if v.size != 1:
+            raise ValueError(f"{where} must hold one value, got an NDArray of shape {tuple(v.shape)}")
+        return v.copy()  # a later write to v must not change what is logged
     if isinstance(v, np.ndarray) and v.shape == ():
         v = v[()]
     if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
@@ -247,6 +252,10 @@ def build_hparams_payload(tag: str, payload: HParamsPayload) -> List[bytes]:
     return _build(payload, None)
 
 
+def _host(v: Any) -> float:
+    return float(v.asnumpy().reshape(-1)[0]) if is_ndarray(v) else v
+
+
 def _build(p: HParamsPayload, end_time: Optional[float]) -> List[bytes]:
     out = []
     if p.experiment:
@@ -257,5 +266,5 @@ def _build(p: HParamsPayload, end_time: Optional[float]) -> List[bytes]:
     out.append(_plugin_value(SESSION_END_INFO_TAG, 4, session_end_message(
         p.status, p.start_time if end_time is None else float(end_time))))
     if p.metric_scalars:
-        out += [_proto.value(tag, simple_value=v) for tag, v in p.metrics.items()]
+        out += [_proto.value(tag, simple_value=_host(v)) for tag, v in p.metrics.items()]
     return out

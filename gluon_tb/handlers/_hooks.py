@@ -1,0 +1,146 @@
+"""Hooks on the trainer and batch processor, bound to the ``fit`` call that made them.
+
+The Estimator handler shadows ``trainer.step``/``allreduce_grads`` and
+``batch_processor.evaluate_batch`` on those *instances* (see ``_estimator.py`` for why).
+MXNet 1.9.1 calls ``train_end`` only when ``fit`` returns normally: when anything inside
+``fit`` raises, the hooks would stay, and run a dead handler's work on every later manual
+``trainer.step``. So a hook belongs to one :class:`FitScope`, the ``Estimator.fit`` call
+found on the stack at ``train_begin``, and is live only while that call is on the calling
+thread's stack. The first call of a hook outside its ``fit`` (a manual ``trainer.step``, the
+next ``fit`` with or without a handler) removes it, hands the objects their methods back and
+tells its owner (which closes its writers); a new handler's ``train_begin`` does the same to
+every dead hook it finds before it hooks anything itself.
+
+The cost of that check is one walk up the calling thread's stack per hooked call (a few
+microseconds; ``trainer.step`` runs once per batch).
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable, Dict, Optional, Tuple
+
+_MARK = "_gluon_tb_wrap"  # attribute of our wrapper functions: the Wrap that made them
+
+
+class FitScope:
+    """The ``Estimator.fit`` call of ``estimator`` that is running now (if it can be found).
+
+    ``alive()`` is True while that call is on the calling thread's stack and :meth:`end`
+    was not called. Without a ``fit`` on the stack (a handler driven by hand, as in unit
+    tests) the scope lives until :meth:`end`.
+    """
+
+    def __init__(self, estimator: Any) -> None:
+        self.frame = _find_fit_frame(estimator)
+        self.ended = False
+
+    def alive(self) -> bool:
+        if self.ended:
+            return False
+        target = self.frame
+        if target is None:
+            return True
+        f = sys._getframe(1)
+        while f is not None:
+            if f is target:
+                return True
+            f = f.f_back
+        return False
+
+    def fit_locals(self) -> Dict[str, Any]:
+        """The local variables of the ``fit`` call (``event_handlers``, ``train_data``...)."""
+        return dict(self.frame.f_locals) if self.frame is not None else {}
+
+    def end(self) -> None:
+        self.ended = True
+        self.frame = None  # the frame holds fit's locals (the data loaders): let them go
+
+
+def _find_fit_frame(estimator: Any) -> Any:
+    f = sys._getframe(2)
+    while f is not None:
+        if f.f_code.co_name == "fit" and f.f_locals.get("self") is estimator:
+            return f
+        f = f.f_back
+    return None
+
+
+class Wrap:
+    """Shadows methods of one object instance with ``before(); result = original(...); after(result)``.
+
+    ``with_args``: ``before`` receives the call's arguments. The hooks run only while
+    ``scope`` is alive; the first call after that removes the wrap and calls ``on_dead``.
+    """
+
+    def __init__(self, obj: Any, names: Tuple[str, ...], before: Optional[Callable[..., None]],
+                 with_args: bool = False, scope: Optional[FitScope] = None,
+                 after: Optional[Callable[[Any], None]] = None,
+                 on_dead: Optional[Callable[[], None]] = None) -> None:
+        self.obj, self.active, self._mine, self._saved = obj, True, {}, {}
+        self.scope, self.on_dead = scope, on_dead
+        for name in names:
+            heal(obj, name)
+            if name in obj.__dict__:
+                self._saved[name] = obj.__dict__[name]
+            inner = getattr(obj, name)
+
+            def wrapped(*args: Any, _inner: Any = inner, **kwargs: Any) -> Any:
+                live = self.active and self.live()
+                if live and before is not None:
+                    before(*args, **kwargs) if with_args else before()
+                result = _inner(*args, **kwargs)
+                if live and after is not None:
+                    after(result)
+                return result
+
+            setattr(wrapped, _MARK, self)
+            setattr(obj, name, wrapped)
+            self._mine[name] = wrapped
+
+    def live(self) -> bool:
+        """True while the scope lives; once it is dead, removes this wrap (and says so)."""
+        if self.scope is None or self.scope.alive():
+            return True
+        self.expire()
+        return False
+
+    def expire(self) -> None:
+        if not self.active:
+            return
+        self.remove()
+        if self.on_dead is not None:
+            on_dead, self.on_dead = self.on_dead, None
+            on_dead()
+
+    def remove(self) -> None:
+        """Hand the methods back (where nobody wrapped on top of us; else we pass through)."""
+        self.active = False
+        for name, fn in self._mine.items():
+            if self.obj.__dict__.get(name) is fn:
+                if name in self._saved:
+                    setattr(self.obj, name, self._saved[name])
+                    heal(self.obj, name)  # what we had wrapped may be a wrap removed meanwhile
+                else:
+                    delattr(self.obj, name)
+
+
+def heal(obj: Any, name: str) -> None:
+    """Remove every dead gluon_tb wrap on top of ``obj.name`` (a ``fit`` that raised left it)."""
+    while True:
+        fn = getattr(obj, "__dict__", {}).get(name)
+        w = getattr(fn, _MARK, None)
+        if w is None or (w.active and w.live()):
+            return
+        w.remove()  # already expired by live(), or inactive but back on top: restores
+        if obj.__dict__.get(name) is fn:  # could not be removed: leave it (a pass-through)
+            return
+
+
+def wrap(obj: Any, names: Tuple[str, ...], before: Optional[Callable[..., None]],
+         with_args: bool = False, scope: Optional[FitScope] = None,
+         after: Optional[Callable[[Any], None]] = None,
+         on_dead: Optional[Callable[[], None]] = None) -> Optional[Wrap]:
+    try:
+        return Wrap(obj, names, before, with_args, scope, after, on_dead)
+    except (AttributeError, TypeError):  # __slots__ or a read-only object
+        return None

@@ -1,0 +1,355 @@
+"""The configurations users actually run (issue 13), read back through TensorBoard's loader.
+
+The typical estimator (Accuracy metrics, no Loss metric, validation data), the host-read
+count over a matrix of configurations, a resume from a checkpoint in a new process, a fit
+that raised followed by another fit, an epoch cut short, and grad_health's update ratio.
+"""
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet import gluon
+from mxnet.gluon.contrib.estimator import Estimator
+from mxnet.gluon.contrib.estimator.event_handler import BatchEnd, EpochEnd
+
+import readback
+from synccount import count_host_reads
+from gluon_tb.handlers import Embeddings, GradHealth, TensorBoardHandler
+
+warnings.filterwarnings("ignore", message="No trainer specified")
+N, BATCH, CLASSES = 64, 16, 4  # 4 batches an epoch
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def loader(n=N, seed=0):
+    rs = np.random.RandomState(seed)
+    x = rs.rand(n, 1, 8, 8).astype("float32")
+    y = rs.randint(0, CLASSES, size=n).astype("float32")
+    return gluon.data.DataLoader(gluon.data.ArrayDataset(x, y), batch_size=BATCH)
+
+
+def make_net(ctx):
+    net = gluon.nn.HybridSequential(prefix="net_")
+    with net.name_scope():
+        net.add(gluon.nn.Conv2D(3, kernel_size=3, activation="relu"), gluon.nn.Flatten(),
+                gluon.nn.Dense(16, activation="relu"), gluon.nn.Dense(CLASSES))
+    net.initialize(mx.init.Xavier(), ctx=ctx)
+    net.hybridize()
+    return net
+
+
+def make_est(net, ctx, loss_metric=False):
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1})
+    metrics = [mx.metric.Accuracy()] + ([mx.metric.Loss()] if loss_metric else [])
+    return Estimator(net, gluon.loss.SoftmaxCrossEntropyLoss(), train_metrics=metrics,
+                     val_metrics=[type(m)() for m in metrics], trainer=trainer, context=ctx)
+
+
+def steps(logdir, run, tag):
+    return [s for s, _ in readback.scalars(logdir, run, tag)]
+
+
+class ValLossByHand(EpochEnd):
+    """After validation (-1000), before gluon_tb (1000): the mean per-sample validation loss."""
+
+    priority = 0
+
+    def __init__(self, data):
+        self.data, self.means = data, []
+
+    def epoch_end(self, estimator, *args, **kwargs):
+        total, count = 0.0, 0
+        for x, y in self.data:
+            l = estimator.val_loss(estimator.val_net(x), y).asnumpy().astype(np.float64)
+            total, count = total + l.sum(), count + l.size
+        self.means.append(total / count)
+        return False
+
+
+# ------------------------------------------------------------ 1. the typical set-up
+def test_typical_setup_has_both_loss_curves(tmp_path):
+    d = str(tmp_path)
+    ctx = [mx.cpu()]
+    net = make_net(ctx)
+    est = make_est(net, ctx)
+    by_hand = ValLossByHand(loader(32, seed=1))
+    est.fit(loader(), val_data=loader(32, seed=1), epochs=3,
+            event_handlers=[by_hand, TensorBoardHandler(d, histogram_period=None, images=False,
+                                                          graph=False)])
+    assert readback.tags(d) == {
+        ("train", t) for t in ("batch_loss", "batch_accuracy", "epoch_loss", "epoch_accuracy",
+                               "epoch_learning_rate", "epoch_samples_per_second")
+    } | {("validation", "epoch_loss"), ("validation", "epoch_accuracy")}
+    got = readback.scalars(d, "validation", "epoch_loss")
+    assert [s for s, _ in got] == [0, 1, 2]
+    np.testing.assert_allclose([v for _, v in got], by_hand.means, rtol=1e-5)
+    assert steps(d, "train", "epoch_loss") == [0, 1, 2]
+
+
+def test_validation_loss_metric_of_the_estimator_wins(tmp_path):
+    d = str(tmp_path)
+    ctx = [mx.cpu()]
+    est = make_est(make_net(ctx), ctx, loss_metric=True)
+    est.fit(loader(), val_data=loader(32, seed=1), epochs=2,
+            event_handlers=[TensorBoardHandler(d, histogram_period=None, images=False, graph=False)])
+    loss_metric = [m for m in est.val_metrics if isinstance(m, mx.metric.Loss)][0]
+    (last,) = [v for s, v in readback.scalars(d, "validation", "epoch_loss") if s == 1]
+    assert last == pytest.approx(loss_metric.get()[1], rel=1e-6)
+
+
+def test_no_validation_curve_for_epochs_that_did_not_validate(tmp_path):
+    from mxnet.gluon.contrib.estimator import ValidationHandler
+
+    d = str(tmp_path)
+    ctx = [mx.cpu()]
+    est = make_est(make_net(ctx), ctx)
+    val = loader(32, seed=1)
+    est.fit(loader(), val_data=val, epochs=4,
+            event_handlers=[ValidationHandler(val, est.evaluate, epoch_period=2),
+                            TensorBoardHandler(d, histogram_period=None, images=False, graph=False)])
+    assert steps(d, "validation", "epoch_loss") == [1, 3]
+    assert steps(d, "validation", "epoch_accuracy") == [1, 3]
+
+
+# ------------------------------------------------------------ 2. no host read on the training thread
+ALL_ON = dict(histogram_period=1, grad_health=GradHealth(), conv_filters=True,
+              embeddings=Embeddings(samples=8), images=True)
+
+
+@pytest.mark.parametrize("options", [{}, ALL_ON], ids=["defaults", "all-on"])
+@pytest.mark.parametrize("devices", [1, 2])
+@pytest.mark.parametrize("validation", [False, True], ids=["no-val", "val"])
+@pytest.mark.parametrize("loss_metric", [False, True], ids=["no-loss-metric", "loss-metric"])
+def test_no_host_read_by_gluon_tb_during_fit(tmp_path, loss_metric, validation, devices, options):
+    ctx = [mx.cpu(i) for i in range(devices)]
+    net = make_net(ctx)
+    est = make_est(net, ctx, loss_metric=loss_metric)
+    tb = TensorBoardHandler(str(tmp_path), hparams={"lr": 0.1}, **options)
+    with count_host_reads() as c:
+        est.fit(loader(), val_data=loader(32, seed=1) if validation else None, epochs=2,
+                event_handlers=[tb])
+    assert c.calls == [], str(c)
+    tags = readback.tags(str(tmp_path))
+    assert ("train", "epoch_loss") in tags and ("train", "batch_loss") in tags
+    assert (("validation", "epoch_loss") in tags) == validation
+    if options:
+        assert {("train", "grad_norm/global"), ("train", "first_batch")} <= tags
+
+
+# ------------------------------------------------------------ 3. resume in a new process
+RESUME = textwrap.dedent("""
+    import sys, warnings
+    sys.path.insert(0, sys.argv[1])
+    warnings.filterwarnings("ignore")
+    import mxnet as mx
+    from mxnet.gluon.contrib.estimator import CheckpointHandler
+    from mxnet.gluon.contrib.estimator.event_handler import BatchEnd
+    import test_user_configs as t
+    from gluon_tb.handlers import TensorBoardHandler
+
+    logdir, model_dir, mode, n, resume, crash_at = sys.argv[2:8]
+    n, resume, crash_at = int(n), resume == "1", int(crash_at)
+
+    class Crash(BatchEnd):
+        priority = 2000
+        seen = 0
+        def batch_end(self, estimator, *a, **k):
+            Crash.seen += 1
+            if Crash.seen == crash_at:
+                raise SystemExit(3)  # the process dies here, its writers flushed at exit
+
+    mx.random.seed(0)
+    ctx = [mx.cpu()]
+    net = t.make_net(ctx)
+    est = t.make_est(net, ctx)
+    if mode == "epochs":
+        ck = CheckpointHandler(model_dir, model_prefix="m", epoch_period=1, resume_from_checkpoint=resume)
+        kw = dict(epochs=n)
+    else:
+        ck = CheckpointHandler(model_dir, model_prefix="m", epoch_period=None, batch_period=3,
+                               resume_from_checkpoint=resume)
+        kw = dict(batches=n)
+    tb = TensorBoardHandler(logdir, histogram_period=None, images=False, graph=False)
+    est.fit(t.loader(), val_data=t.loader(32, seed=1), event_handlers=[ck, tb, Crash()], **kw)
+    print("resumed_from", tb.resumed_from)
+""")
+
+
+def run_script(*args):
+    return subprocess.run([sys.executable, "-c", RESUME, HERE, *map(str, args)], capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_resume_from_checkpoint_continues_the_steps(tmp_path):
+    d, m = str(tmp_path / "logs"), str(tmp_path / "model")
+    first = run_script(d, m, "epochs", 2, 0, 0)
+    assert first.returncode == 0, first.stderr[-3000:]
+    second = run_script(d, m, "epochs", 4, 1, 0)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "CheckpointHandler (epoch 1, batch 8)" in second.stdout
+    for run in ("train", "validation"):
+        assert steps(d, run, "epoch_loss") == [0, 1, 2, 3]
+        assert steps(d, run, "epoch_accuracy") == [0, 1, 2, 3]
+    assert steps(d, "train", "batch_loss") == list(range(16))
+    assert steps(d, "train", "epoch_learning_rate") == [0, 1, 2, 3]
+
+
+def test_resume_hides_what_a_crashed_process_logged_after_its_checkpoint(tmp_path):
+    d, m = str(tmp_path / "logs"), str(tmp_path / "model")
+    crashed = run_script(d, m, "epochs", 4, 0, 11)  # checkpoints after epochs 0 and 1, dies at batch 10
+    assert crashed.returncode == 3, crashed.stderr[-3000:]
+    assert steps(d, "train", "batch_loss") == list(range(11))  # 8, 9, 10: past the checkpoint
+    second = run_script(d, m, "epochs", 4, 1, 0)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert steps(d, "train", "batch_loss") == list(range(16))
+    assert steps(d, "train", "epoch_loss") == [0, 1, 2, 3]
+    assert steps(d, "validation", "epoch_loss") == [0, 1, 2, 3]
+    # the points of batches 8-10 are the resumed process's, not the crashed one's
+    files = readback.event_files(os.path.join(d, "train"))
+    assert len(files) == 2
+    newest = {e.step for e in readback.raw_events(files[-1]) if e.summary.value}
+    assert set(range(8, 16)) <= newest
+
+
+def test_resume_of_a_fit_by_batches(tmp_path):
+    d, m = str(tmp_path / "logs"), str(tmp_path / "model")
+    crashed = run_script(d, m, "batches", 12, 0, 8)  # checkpoints after batches 2 and 5, dies at 7
+    assert crashed.returncode == 3, crashed.stderr[-3000:]
+    second = run_script(d, m, "batches", 12, 1, 0)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "CheckpointHandler (epoch 1, batch 5)" in second.stdout
+    assert steps(d, "train", "batch_loss") == list(range(12))
+
+
+def test_initial_epoch_and_step_are_the_fallback(tmp_path):
+    d = str(tmp_path)
+    ctx = [mx.cpu()]
+    est = make_est(make_net(ctx), ctx)
+    tb = TensorBoardHandler(d, histogram_period=None, images=False, graph=False, initial_epoch=5,
+                            initial_step=100)
+    est.fit(loader(), epochs=1, event_handlers=[tb])
+    assert steps(d, "train", "epoch_loss") == [5]
+    assert steps(d, "train", "batch_loss") == [100, 101, 102, 103]
+    with pytest.raises(ValueError, match="initial_step must be None or an int >= 0, got -1"):
+        TensorBoardHandler(d, initial_step=-1)
+    with pytest.raises(TypeError, match="initial_epoch must be None or an int >= 0, got str"):
+        TensorBoardHandler(d, initial_epoch="3")
+
+
+def test_a_trainer_that_already_trained_continues_with_a_new_handler(tmp_path):
+    d = str(tmp_path)
+    ctx = [mx.cpu()]
+    est = make_est(make_net(ctx), ctx)
+    est.fit(loader(), epochs=2, event_handlers=[TensorBoardHandler(d, histogram_period=None)])
+    est.fit(loader(), epochs=1, event_handlers=[TensorBoardHandler(d, histogram_period=None)])
+    assert steps(d, "train", "batch_loss") == list(range(12))
+    assert steps(d, "train", "epoch_loss") == [0, 1, 2]
+
+
+# ------------------------------------------------------------ 4. a fit that raised
+class Boom(BatchEnd):
+    priority = 0
+
+    def __init__(self, at):
+        self.at, self.n = at, 0
+
+    def batch_end(self, estimator, *args, **kwargs):
+        self.n += 1
+        if self.n == self.at:
+            raise RuntimeError("user handler failed")
+        return False
+
+
+def own_methods(est):
+    return not ({"step", "allreduce_grads"} & set(vars(est.trainer))
+                or "evaluate_batch" in vars(est.batch_processor)
+                or any("reset" in vars(m) for m in est.val_metrics))
+
+
+@pytest.mark.parametrize("second", ["handler", "none", "manual-step"])
+def test_a_failed_fit_leaves_nothing_hooked(tmp_path, second):
+    d1, d2 = str(tmp_path / "one"), str(tmp_path / "two")
+    ctx = [mx.cpu()]
+    est = make_est(make_net(ctx), ctx)
+    old = TensorBoardHandler(d1, histogram_period=1, grad_health=True, embeddings=4)
+    with pytest.raises(RuntimeError, match="user handler failed"):
+        est.fit(loader(), val_data=loader(32, seed=1), epochs=3, event_handlers=[old, Boom(10)])
+    assert not own_methods(est)  # MXNet skipped train_end: still hooked
+    if second == "handler":
+        est.fit(loader(), val_data=loader(32, seed=1), epochs=1,
+                event_handlers=[TensorBoardHandler(d2, histogram_period=1)])
+        assert steps(d2, "train", "batch_loss") == list(range(10, 14))  # the trainer made 10 updates
+    elif second == "none":
+        est.fit(loader(), val_data=loader(32, seed=1), epochs=1)
+    else:
+        with mx.autograd.record():
+            l = est.loss(est.net(mx.nd.ones((2, 1, 8, 8))), mx.nd.zeros((2,)))
+        l.backward()
+        est.trainer.step(2)
+    assert own_methods(est)
+    # everything the old handler logged before the exception is on disk, and nothing after it
+    assert steps(d1, "train", "batch_loss") == list(range(9))
+    assert readback.tensor_events(d1, "train", "gradients/net_dense1_bias")[-1].step == 9
+    assert not old._out._open  # its writers are closed
+
+
+def test_the_same_handler_can_fit_again_after_a_failure(tmp_path):
+    d = str(tmp_path)
+    ctx = [mx.cpu()]
+    est = make_est(make_net(ctx), ctx)
+    tb = TensorBoardHandler(d, histogram_period=None, images=False)
+    with pytest.raises(RuntimeError):
+        est.fit(loader(), epochs=2, event_handlers=[tb, Boom(3)])
+    est.fit(loader(), epochs=1, event_handlers=[tb])
+    assert own_methods(est)
+    assert steps(d, "train", "batch_loss") == list(range(6))
+
+
+# ------------------------------------------------------------ 5. an epoch cut short, update ratio
+class StopAt(BatchEnd, EpochEnd):
+    priority = 0
+
+    def __init__(self, at):
+        self.at, self.n, self.stopped = at, 0, False
+
+    def batch_end(self, estimator, *args, **kwargs):
+        self.n += 1
+        self.stopped = self.n == self.at
+        return self.stopped
+
+    def epoch_end(self, estimator, *args, **kwargs):
+        return self.stopped
+
+
+def test_histograms_of_an_epoch_cut_short(tmp_path):
+    d = str(tmp_path)
+    ctx = [mx.cpu()]
+    net = make_net(ctx)
+    est = make_est(net, ctx)
+    est.fit(loader(), epochs=5, event_handlers=[TensorBoardHandler(d), StopAt(6)])
+    for kind in ("gradients", "weights"):
+        assert [e.step for e in readback.tensor_events(d, "train", f"{kind}/net_dense1_bias")] == [3, 5]
+    last = readback.tensor_events(d, "train", "weights/net_dense1_bias")[-1]
+    from tensorboard.util import tensor_util
+
+    counts = tensor_util.make_ndarray(last.tensor_proto)[:, 2]
+    assert counts.sum() == CLASSES
+
+
+def test_update_ratio_of_a_zero_initialised_bias_stays_bounded(tmp_path):
+    d = str(tmp_path)
+    ctx = [mx.cpu()]
+    net = make_net(ctx)
+    est = make_est(net, ctx)
+    est.fit(loader(), epochs=1, event_handlers=[TensorBoardHandler(d, histogram_period=1, grad_health=True)])
+    first = readback.scalars(d, "train", "update_ratio/net_dense1_bias")
+    assert [s for s, _ in first] == [0, 1, 2, 3]
+    assert first[0][1] == pytest.approx(1.0)  # the bias was 0: the step is the whole weight
+    assert all(0 < v <= 1 for _, v in first)
+    w = readback.scalars(d, "train", "update_ratio/net_dense1_weight")
+    assert all(0 < v < 0.5 for _, v in w)
