@@ -1,17 +1,17 @@
 """The background pipeline: a queue bounded in bytes, drained by one worker.
 
 The training thread only appends small tuples to a deque (no lock, no
-wake-up for scalars); the worker wakes every ``flush_secs`` or when enough has
-queued, drains everything in one go, builds and frames the events and writes
-each run's records with one ``os.write``. ``flush()`` puts a marker in the
-queue and waits until the worker has written everything before it.
+wake-up for scalars); the worker (``_worker.py``) wakes every ``flush_secs`` or
+when enough has queued, drains everything in one go, builds and frames the
+events and writes each run's records with one ``os.write``. ``flush()`` puts a
+marker in the queue and waits until the worker has written everything before it.
 
-The worker runs at the lowest CPU priority (``nice`` 19, on Linux, where a nice value
-belongs to one thread), so it takes the CPU that training leaves idle rather than
-the cores of MXNet's OpenMP operators: in the MLP benchmark its histogram counting
-cost the training loop 1.5 ms per histogram batch at normal priority and 0.4 ms at
-nice 19 (nice 10 helped nothing; ``benchmarks/RESULTS.md``). It still gets a share of a
-busy CPU, and whoever waits for it (``flush()``, a full queue) leaves it a core.
+Every producer method is safe from several threads at once, beside ``sync`` and
+``close`` on others (the rules are above ``put_scalar``): in
+``on_full="block"`` every accepted item is written; in ``"drop"`` an item is
+refused before it is queued and counted in ``gluon_tb/dropped_events``; an item
+racing ``close()`` is either written or refused with :class:`WriterClosedError`.
+No call waits on anything but the worker, and every wait ends when it dies.
 
 Errors of the worker (an OSError from a full disk, a builder that failed) are
 kept and raised on the producer's next call, ``flush()`` or ``close()`` — once,
@@ -24,73 +24,29 @@ on ``close()`` (see ``_storage`` for why parts).
 from __future__ import annotations
 
 import collections
-import logging
-import os
-import struct
-import sys
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Dict, Optional
 
-from . import _proto
-from ._event_file import EventFile
-from ._record import frame_many
 from ._storage import RemoteEventFile, RemoteOptions, Store, flush_before_shutdown, is_remote
 from ._storage import local_path
+from ._worker import ACTION, DROPPED_TAG, FLUSH, SCALAR, STOP, SUMMARY, Sink, Worker
+from ._worker import lower_thread_priority
 
-log = logging.getLogger("gluon_tb")
+__all__ = ["ACTION", "DROPPED_TAG", "FLUSH", "SCALAR", "STOP", "SUMMARY", "Pipeline", "Sink",
+           "WriterClosedError", "lower_thread_priority", "DEFAULT_MAX_QUEUE_BYTES",
+           "DEFAULT_WORKER_NICE", "SCALAR_COST"]
 
-SCALAR, SUMMARY, ACTION, FLUSH, STOP = range(5)
 SCALAR_COST = 176  # bytes one queued scalar costs: its tuple, float, int and deque slot (tracemalloc)
 DEFAULT_MAX_QUEUE_BYTES = 64 << 20
 DEFAULT_WORKER_NICE = 19
-_BATCH = 16384  # most items the worker takes per round
-DROPPED_TAG = "gluon_tb/dropped_events"
-_prefixes: Dict[str, bytes] = {}  # tag -> constant part of its scalar events
-_pack_head = struct.Struct("<Bd").pack
 
 
 class WriterClosedError(RuntimeError):
     """Raised when a closed writer is used."""
 
 
-def _scalar_of(value: Any) -> float:
-    """Turn a queued scalar (float, numpy scalar, NDArray) into a float, on the worker."""
-    if hasattr(value, "asscalar"):  # MXNet NDArray: waits on MXNet's engine, here, not in training
-        return float(value.asnumpy().reshape(-1)[0])
-    if hasattr(value, "reshape"):
-        return float(value.reshape(-1)[0])
-    return float(value)
-
-
-class Sink:
-    """What actions see of the worker: event records by run, and whole files."""
-
-    def __init__(self, pipeline: "Pipeline") -> None:
-        self._p = pipeline
-        self.logdir = pipeline.logdir
-
-    def write_event(self, event: bytes, run: Optional[str] = None) -> None:
-        self._p._pending.setdefault(run, []).append(event)
-
-    def write_file(self, relpath: str, data: bytes) -> None:
-        """Write ``data`` to ``logdir/relpath`` atomically (temp file, then rename)."""
-        store = self._p._store
-        if store is not None:  # a whole object: atomic in an object store
-            store.put_file(relpath, data)
-            return
-        root = os.path.realpath(self.logdir)
-        path = os.path.realpath(os.path.join(root, relpath))
-        if os.path.commonpath([root, path]) != root:
-            raise ValueError(f"refusing to write outside the log directory: {relpath!r}")
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.tmp.{os.getpid()}"
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-
-
-class Pipeline:
+class Pipeline(Worker):
     """Queue + worker + one :class:`EventFile` per run directory.
 
     ``remote`` (a :class:`~._storage.RemoteOptions`) tunes how a URL ``logdir`` is
@@ -116,6 +72,8 @@ class Pipeline:
         # scalars look at the bound every this many (at most 1/64 of it past it): a look costs
         # more than queueing the scalar itself
         self._check_every = max(1, min(256, max_queue_bytes // (SCALAR_COST * 64)))
+        # the first look: wake_items queued, or as many scalars as the bound holds if fewer
+        self._first_check = min(wake_items, max(1, max_queue_bytes // SCALAR_COST))
         self.nice = nice
         self._files: Dict[Optional[str], EventFile] = {}
         self._pending: Dict[Optional[str], List[bytes]] = {}
@@ -128,19 +86,56 @@ class Pipeline:
         self._q: collections.deque = collections.deque()
         self._wake = threading.Event()
         self._space = threading.Condition(threading.Lock())
+        # closing, drop counts, worker errors and every write of _check_at. Re-entrant: a
+        # SIGTERM handler closes writers on the thread it interrupted, which may hold it.
+        self._lock = threading.RLock()
+        self._finished = threading.Event()  # set once the worker takes nothing more from the queue
         self._big_bytes = 0
-        self._check_at = 0  # queue length at which put_scalar next looks at the bound
+        self._check_at = 0  # queue length at which a scalar next takes the slow path (0: every one)
         self._thread: Optional[threading.Thread] = None
         self._start_lock = threading.Lock()
         self.error: Optional[BaseException] = None
+        if self.on_full == "drop":  # block mode keeps the class method: a faster call
+            self.put_scalar = self._put_scalar_drop  # type: ignore[method-assign]
 
     # ------------------------------------------------------------ producer side
+    # Several threads may call every producer method at once. The rules that make that safe:
+    # * a queued item is never taken back out: in drop mode a scalar is refused *before* it is
+    #   appended (an item popped from the right could be another thread's, or a flush marker);
+    # * close() sets ``closed`` and ``_check_at = 0`` under ``_lock`` before it queues STOP, and
+    #   nobody writes a non-zero ``_check_at`` once ``closed`` (all writes hold ``_lock``); so a
+    #   producer that reads ``closed`` false *after* appending knows its item is ahead of STOP and
+    #   will be written, and one that reads it true settles its item in ``_late``;
+    # * drops are counted under ``_lock`` only while open, so the report written at STOP has them all.
     def put_scalar(self, item: tuple) -> None:
         q = self._q
         q.append(item)
-        if len(q) >= self._check_at:  # the first scalar, wake_items queued, or every few after
-            self._check_at = max(len(q) + self._check_every, self._wake_items)
-            self._make_room(0)
+        if len(q) >= self._check_at:  # the first scalar, the bound worth a look, or closed
+            if self.closed:
+                self._late(item)
+            else:
+                self._next_check()
+                self._make_room(0)
+
+    def _put_scalar_drop(self, item: tuple) -> None:
+        q = self._q
+        if len(q) >= self._check_at and not self._scalar_fits():
+            return  # dropped and counted
+        q.append(item)
+        if self.closed:
+            self._late(item)
+
+    def _scalar_fits(self) -> bool:
+        """Drop mode, before a scalar is queued: True if it may be; else it is counted dropped."""
+        if self._make_room(SCALAR_COST):
+            self._next_check()
+            return True
+        return False
+
+    def _next_check(self) -> None:
+        with self._lock:
+            if not self.closed:
+                self._check_at = max(len(self._q) + self._check_every, self._first_check)
 
     def put(self, item: tuple, nbytes: int = 0) -> bool:
         """Queue a non-scalar item costing ``nbytes``; False when dropped (on_full='drop')."""
@@ -152,6 +147,8 @@ class Pipeline:
             with self._space:
                 self._big_bytes += nbytes
         self._q.append(item)
+        if self.closed:
+            self._late(item)
         self._wake.set()
         return True
 
@@ -159,22 +156,21 @@ class Pipeline:
         return len(self._q) * SCALAR_COST + self._big_bytes
 
     def _make_room(self, nbytes: int) -> bool:
+        """Start and wake the worker; past the bound wait for room (block) or count a drop and
+        return False (drop). A closed pipeline never counts a drop: its late item is refused."""
         if self._thread is None:
             self._start()
-            if not nbytes:
-                return True  # first scalar: just start the worker, it wakes on its own
         wake = self._wake
         if not wake.is_set():  # setting an Event takes its lock: skip when already set
             wake.set()
         if self._used() + nbytes <= self.max_queue_bytes:
             return True
         if self.on_full == "drop":
-            self.dropped += 1
-            if nbytes == 0:  # the scalar is already queued: take one back out
-                try:
-                    self._q.pop()
-                except IndexError:
-                    pass
+            with self._lock:
+                if self.closed:
+                    return True
+                self.dropped += 1
+                self._check_at = 0  # full: every scalar looks until the worker has drained
             return False
         with self._space:
             while (self._used() + nbytes > self.max_queue_bytes and self._used() > 0
@@ -183,220 +179,73 @@ class Pipeline:
                 self._space.wait(0.05)
         return True
 
-    @property
-    def started(self) -> bool:
-        return self._thread is not None or bool(self._q)
+    def _late(self, item: tuple) -> None:
+        """``item`` was queued while the pipeline closed: it is written if it went in ahead
+        of STOP; otherwise it is still in the queue once the worker has stopped, and refused."""
+        while not self._finished.wait(0.05):
+            t = self._thread
+            if t is not None and not t.is_alive():
+                break  # the worker died: nothing more is taken from the queue
+        if any(x is item for x in list(self._q)):  # list(): one C call, safe beside appends
+            raise WriterClosedError("SummaryWriter was closed while this call ran; "
+                                    "the event was not logged")
 
     def _alive(self) -> bool:
         t = self._thread
         return t is not None and t.is_alive()
 
-    def _start(self) -> None:
+    def _start(self, even_closed: bool = False) -> None:
         with self._start_lock:
-            if self._thread is None:
+            if self._thread is None and (even_closed or not self.closed):
                 t = threading.Thread(target=self._run, name="gluon_tb-writer", daemon=True)
                 t.start()
                 self._thread = t
 
     def sync(self, kind: int, timeout: Optional[float] = None, fsync: bool = False) -> bool:
-        """Queue a FLUSH/STOP marker and wait until the worker reaches it."""
+        """Queue a FLUSH/STOP marker and wait until the worker reaches it; False when the
+        worker stopped (or ``timeout`` passed) first."""
         done = threading.Event()
         if self._thread is None:
             self._start()
         self._q.append((kind, done, fsync))
         self._wake.set()
-        while not done.wait(0.1):
-            if not self._alive():
-                return False
-            if timeout is not None:
-                timeout -= 0.1
-                if timeout <= 0:
-                    return False
+        return self._wait(done, timeout)
+
+    def _wait(self, done: threading.Event, timeout: Optional[float]) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not done.wait(0.05):
+            if not self._alive() or (deadline is not None and time.monotonic() > deadline):
+                return done.is_set()
         return True
 
+    def close(self, timeout: Optional[float] = None) -> bool:
+        """Write everything queued before this call, close the files, stop the worker.
+
+        Safe beside producers on other threads (see ``_late``) and a second ``close``
+        (which waits for the first); True when everything was written in time.
+        """
+        with self._lock:
+            first, self.closed, self._check_at = not self.closed, True, 0
+        if not first:
+            return self._wait(self._finished, timeout)
+        if self._q:  # queued, but the worker not started yet: start it to write them
+            self._start(even_closed=True)
+        if self._thread is None:
+            self._finished.set()
+            return True
+        return self.sync(STOP, timeout)
+
     def take_error(self) -> Optional[BaseException]:
-        err, self.error = self.error, None
+        with self._lock:
+            err, self.error = self.error, None
         return err
-
-    # ------------------------------------------------------------ worker side
-    def _run(self) -> None:
-        if self.nice:
-            lower_thread_priority(self.nice)
-        try:
-            while True:
-                self._wake.wait(self.flush_secs)
-                self._wake.clear()
-                if self._drain():
-                    return
-                self._check_at = self._wake_items  # drained: wake again once this many queue
-                if self._store is not None:
-                    self._upload(force=False)
-        except BaseException as e:  # pragma: no cover - a bug in the worker itself
-            self.error = e
-            log.exception("gluon_tb writer thread died")
-
-    def _drain(self) -> bool:
-        """Process everything queued; True when a STOP marker was reached."""
-        q = self._q
-        while q:
-            items = []
-            pop = q.popleft
-            try:
-                for _ in range(_BATCH):
-                    items.append(pop())
-            except IndexError:
-                pass
-            freed = 0
-            stop = False
-            scalars: List[tuple] = []
-            for item in items:
-                kind = item[0]
-                if kind == SCALAR:
-                    scalars.append(item)
-                    continue
-                if scalars:
-                    self._scalars(scalars)
-                    scalars = []
-                if kind == SUMMARY:
-                    freed += item[7]
-                    self._summary(item)
-                elif kind == ACTION:
-                    freed += item[2]
-                    self._write_pending()
-                    self._guard(item[1], Sink(self))
-                elif kind == FLUSH:
-                    self._write_pending()
-                    if self._store is not None:
-                        self._upload(force=True)
-                    if item[2]:
-                        self._guard(self._fsync_all)
-                    item[1].set()
-                else:  # STOP
-                    self._write_pending()
-                    self._close_files()
-                    item[1].set()
-                    stop = True
-            if scalars:
-                self._scalars(scalars)
-            self._write_pending()
-            with self._space:
-                self._big_bytes -= freed
-                self._space.notify_all()
-            if stop:
-                return True
-        return False
-
-    def _guard(self, fn: Callable, *args: Any) -> None:
-        try:
-            fn(*args)
-        except Exception as e:
-            self._fail(e)
-
-    def _fail(self, e: BaseException) -> None:
-        if self.error is None:
-            self.error = e
-        log.debug("gluon_tb writer error: %r", e)
-
-    def _scalars(self, items: List[tuple]) -> None:
-        """Encode a run of queued scalars (the hot loop: kept flat on purpose)."""
-        prefixes = _prefixes
-        pending = self._pending
-        pack_head, f32 = _pack_head, _proto.f32
-        last_run, out = 0, None  # 0: no run seen yet (None is the root run)
-        for _, run, tag, value, step, wall in items:
-            if run is not last_run:
-                out = pending.setdefault(run, [])
-                last_run = run
-            if type(value) is not float:
-                try:
-                    value = _scalar_of(value)
-                except Exception as e:
-                    self._fail(e)
-                    continue
-            prefix = prefixes.get(tag)
-            if prefix is None:
-                if len(prefixes) > 100_000:
-                    prefixes.clear()
-                prefix = prefixes[tag] = _proto.scalar_prefix(tag)
-            if 0 < step < 0x80:  # Event.step as a varint, the common sizes inline
-                sf = bytes((0x10, step))
-            elif 0x80 <= step < 0x4000:
-                sf = bytes((0x10, (step & 0x7F) | 0x80, step >> 7))
-            elif 0x4000 <= step < 0x200000:
-                sf = bytes((0x10, (step & 0x7F) | 0x80, ((step >> 7) & 0x7F) | 0x80, step >> 14))
-            else:
-                sf = _proto.step_field(step)
-            out.append(pack_head(0x09, wall) + sf + prefix + f32(value))  # type: ignore[union-attr]
-
-    def _summary(self, item: tuple) -> None:
-        _, run, tag, builder, payload, step, wall, _n = item
-        try:
-            values = builder(tag, payload)
-        except Exception as e:
-            self._fail(e)
-            return
-        if isinstance(values, bytes):
-            values = [values]
-        self._pending.setdefault(run, []).append(
-            _proto.event(wall, step, summary=_proto.summary(values)))
-
-    def _write_pending(self) -> None:
-        if self.dropped != self._dropped_reported:
-            self._dropped_reported = self.dropped
-            self._pending.setdefault(None, []).append(_proto.scalar_event(
-                time.time(), self.dropped, _proto.scalar_prefix(DROPPED_TAG), float(self.dropped)))
-        if not self._pending:
-            return
-        pending, self._pending = self._pending, {}
-        for run, records in pending.items():
-            f = self._files.get(run)
-            if f is None:
-                f = self._files[run] = self._new_file(run)
-            try:
-                f.write(frame_many(records))
-            except Exception as e:
-                self._lost(e, len(records))
-
-    def _lost(self, e: BaseException, default: int) -> None:
-        """Count the records a failed write or upload lost (``e.lost_records`` when it
-        says, else ``default``) and keep the error for the producer. The count is not
-        logged as ``dropped_events``: that write would fail the same way."""
-        self.dropped += getattr(e, "lost_records", default)
-        self._dropped_reported = self.dropped
-        self._fail(e)
-
-    def _new_file(self, run: Optional[str]) -> Any:
-        if self._store is not None:
-            return RemoteEventFile(self._store, run, self.suffix)
-        return EventFile(self.logdir if run is None else os.path.join(self.logdir, run), self.suffix)
-
-    def _upload(self, force: bool) -> None:
-        """Remote runs: upload the parts that are due (all of them when ``force``)."""
-        now = time.monotonic()
-        for f in self._files.values():
-            if force or f.due(now):
-                try:
-                    f.upload()
-                except Exception as e:
-                    self._lost(e, 0)
-
-    def _fsync_all(self) -> None:
-        for f in self._files.values():
-            f.sync()
-
-    def _close_files(self) -> None:
-        for f in self._files.values():
-            try:
-                f.close()
-            except OSError as e:
-                self._lost(e, 0)
 
     # ------------------------------------------------------------ lifecycle
     def event_paths(self) -> Dict[Optional[str], str]:
         if self._store is not None:
             raise NotImplementedError(f"reading event files back needs a local logdir, "
                                       f"got {self.logdir!r}")
-        return {run: f.path for run, f in self._files.items() if f.path}
+        return {run: f.path for run, f in list(self._files.items()) if f.path}
 
     def after_fork_in_child(self) -> None:
         """In a forked child: forget the parent's queue, thread and files.
@@ -415,19 +264,3 @@ class Pipeline:
         self._files = {}
         self._pending = {}
         self._reset_runtime()
-
-
-def lower_thread_priority(nice: int) -> bool:
-    """Raise the calling thread's nice value to ``nice`` (never lower it); True if done.
-
-    Linux only: there a nice value is a thread's own (``setpriority(PRIO_PROCESS, 0)``
-    means the calling thread); elsewhere the same call would slow the whole process.
-    """
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        if os.getpriority(os.PRIO_PROCESS, 0) < nice:
-            os.setpriority(os.PRIO_PROCESS, 0, nice)
-        return True
-    except (AttributeError, OSError):  # a sandbox that forbids it: normal priority then
-        return False

@@ -416,23 +416,30 @@ class SummaryWriter:
     # ------------------------------------------------------------ lifetime
     def flush(self, fsync: bool = False) -> None:
         """Return once everything passed before is written to the OS (and, with
-        ``fsync=True``, on stable storage); raise what the writer thread met."""
+        ``fsync=True``, on stable storage); raise what the writer thread met.
+        Raises :class:`WriterClosedError` if the writer is (or gets) closed first."""
         self._check()
-        if not self._p.sync(FLUSH, fsync=fsync):
-            self._check()
+        p = self._p
+        ok = p.sync(FLUSH, fsync=fsync)
+        err = p.take_error()
+        if err is not None:
+            raise err
+        if not ok:
+            if p.closed:
+                raise WriterClosedError("SummaryWriter was closed while flush() waited")
             raise RuntimeError("gluon_tb writer thread is not running")
-        self._check()
 
     def close(self) -> None:
-        """Write everything still queued and close the files. Idempotent."""
+        """Write everything still queued and close the files. Idempotent; a second
+        ``close()`` on another thread returns once the first has finished."""
         with self._close_lock:
             if self._closed:
                 return
             self._closed = True
-        if self._p.started:
-            self._p.sync(STOP)
-        self._pool.clear()
-        err = self._p.take_error()
+            p = self._p
+            p.close()
+            self._pool.clear()
+        err = p.take_error()
         if err is not None:
             raise err
 
@@ -442,16 +449,19 @@ class SummaryWriter:
             if not self._closed:
                 return
             p = self._p
-            self._p = Pipeline(self._logdir, flush_secs=p.flush_secs, filename_suffix=p.suffix,
-                               max_queue_bytes=p.max_queue_bytes, wake_items=p._wake_items,
-                               on_full=p.on_full, nice=p.nice,
-                               remote=p._store.options if p._store is not None else None)
+            new = Pipeline(self._logdir, flush_secs=p.flush_secs, filename_suffix=p.suffix,
+                           max_queue_bytes=p.max_queue_bytes, wake_items=p._wake_items,
+                           on_full=p.on_full, nice=p.nice,
+                           remote=p._store.options if p._store is not None else None)
+            new.dropped = new._dropped_reported = p.dropped  # dropped_events counts on
+            self._p = new
             self._closed = False
 
     def _close_at_exit(self) -> None:
-        if not self._closed and self._p.started:
-            self._closed = True
-            self._p.sync(STOP, timeout=30.0)
+        # no _close_lock: a SIGTERM handler may run on a thread inside close(); the
+        # pipeline's close() is safe twice (the second waits for the first)
+        self._closed = True
+        self._p.close(timeout=30.0)
 
     def _after_fork(self) -> None:
         self._p.after_fork_in_child()

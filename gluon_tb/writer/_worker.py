@@ -1,0 +1,297 @@
+"""The worker side of the pipeline: drain the queue, build, frame and write.
+
+One thread (started by :class:`~._pipeline.Pipeline`) wakes every ``flush_secs``
+or when enough has queued, takes everything queued in batches, turns scalars
+into event records in one flat loop, runs the builders and actions of other
+items, and writes each run's records with one ``os.write`` (or buffers them in a
+remote part). It is the only thread that touches the event files, ``_pending``
+and the projector state. It meets a FLUSH marker by writing what came before
+and setting the marker's event; a STOP marker by writing what came before,
+closing the files and putting back, untouched, whatever was queued after it
+(those came after ``close()`` and their producers refuse them).
+
+The worker runs at the lowest CPU priority (``nice`` 19, on Linux, where a nice value
+belongs to one thread), so it takes the CPU that training leaves idle rather than
+the cores of MXNet's OpenMP operators: in the MLP benchmark its histogram counting
+cost the training loop 1.5 ms per histogram batch at normal priority and 0.4 ms at
+nice 19 (nice 10 helped nothing; ``benchmarks/RESULTS.md``). It still gets a share of a
+busy CPU, and whoever waits for it (``flush()``, a full queue) leaves it a core.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import sys
+import threading
+import time
+from typing import Any, Callable, Dict, List, Optional
+
+from . import _proto
+from ._event_file import EventFile
+from ._record import frame_many
+from ._storage import RemoteEventFile
+
+log = logging.getLogger("gluon_tb")
+
+SCALAR, SUMMARY, ACTION, FLUSH, STOP = range(5)  # the first field of every queued item
+_BATCH = 16384  # most items the worker takes per round
+DROPPED_TAG = "gluon_tb/dropped_events"
+_prefixes: Dict[str, bytes] = {}  # tag -> constant part of its scalar events
+_pack_head = struct.Struct("<Bd").pack
+
+
+def _scalar_of(value: Any) -> float:
+    """Turn a queued scalar (float, numpy scalar, NDArray) into a float, on the worker."""
+    if hasattr(value, "asscalar"):  # MXNet NDArray: waits on MXNet's engine, here, not in training
+        return float(value.asnumpy().reshape(-1)[0])
+    if hasattr(value, "reshape"):
+        return float(value.reshape(-1)[0])
+    return float(value)
+
+class Sink:
+    """What actions see of the worker: event records by run, and whole files."""
+
+    def __init__(self, pipeline: Any) -> None:
+        self._p = pipeline
+        self.logdir = pipeline.logdir
+
+    def write_event(self, event: bytes, run: Optional[str] = None) -> None:
+        self._p._pending.setdefault(run, []).append(event)
+
+    def write_file(self, relpath: str, data: bytes) -> None:
+        """Write ``data`` to ``logdir/relpath`` atomically (temp file, then rename)."""
+        store = self._p._store
+        if store is not None:  # a whole object: atomic in an object store
+            store.put_file(relpath, data)
+            return
+        root = os.path.realpath(self.logdir)
+        path = os.path.realpath(os.path.join(root, relpath))
+        if os.path.commonpath([root, path]) != root:
+            raise ValueError(f"refusing to write outside the log directory: {relpath!r}")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.tmp.{os.getpid()}"
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+
+class Worker:
+    """The worker thread's half of :class:`~._pipeline.Pipeline` (which sets up the state)."""
+
+    _q: Any
+    _wake: threading.Event
+    _space: threading.Condition
+    _lock: Any
+    _finished: threading.Event
+    _check_at: int
+    _first_check: int
+    _big_bytes: int
+    _files: Dict[Optional[str], Any]
+    _pending: Dict[Optional[str], List[bytes]]
+    _store: Any
+    logdir: str
+    suffix: str
+    flush_secs: float
+    nice: Optional[int]
+    closed: bool
+    dropped: int
+    _dropped_reported: int
+    error: Optional[BaseException]
+
+    def _run(self) -> None:
+        if self.nice:
+            lower_thread_priority(self.nice)
+        try:
+            while True:
+                self._wake.wait(self.flush_secs)
+                self._wake.clear()
+                if self._drain():
+                    return
+                with self._lock:
+                    if not self.closed:  # drained: look again once this many queue
+                        self._check_at = self._first_check
+                if self._store is not None:
+                    self._upload(force=False)
+        except BaseException as e:  # pragma: no cover - a bug in the worker itself
+            self._fail(e)
+            log.exception("gluon_tb writer thread died")
+        finally:
+            self._finished.set()
+
+    def _drain(self) -> bool:
+        """Process everything queued; True when a STOP marker was reached."""
+        q = self._q
+        while q:
+            items = []
+            pop = q.popleft
+            try:
+                for _ in range(_BATCH):
+                    items.append(pop())
+            except IndexError:
+                pass
+            freed = 0
+            stop = None
+            scalars: List[tuple] = []
+            for i, item in enumerate(items):
+                kind = item[0]
+                if kind == SCALAR:
+                    scalars.append(item)
+                    continue
+                if scalars:
+                    self._scalars(scalars)
+                    scalars = []
+                if kind == SUMMARY:
+                    freed += item[7]
+                    self._summary(item)
+                elif kind == ACTION:
+                    freed += item[2]
+                    self._write_pending()
+                    self._guard(item[1], Sink(self))
+                elif kind == FLUSH:
+                    self._write_pending()
+                    if self._store is not None:
+                        self._upload(force=True)
+                    if item[2]:
+                        self._guard(self._fsync_all)
+                    item[1].set()
+                else:  # STOP. What follows came after close(): it stays queued, refused by _late
+                    q.extendleft(reversed(items[i + 1:]))
+                    stop = item
+                    break
+            if scalars:
+                self._scalars(scalars)
+            self._write_pending()
+            if stop is not None:
+                self._close_files()
+                self._finished.set()
+                stop[1].set()
+            with self._space:
+                self._big_bytes -= freed
+                self._space.notify_all()
+            if stop is not None:
+                return True
+        return False
+
+    def _guard(self, fn: Callable, *args: Any) -> None:
+        try:
+            fn(*args)
+        except Exception as e:
+            self._fail(e)
+
+    def _fail(self, e: BaseException) -> None:
+        with self._lock:
+            if self.error is None:
+                self.error = e
+        log.debug("gluon_tb writer error: %r", e)
+
+    def _scalars(self, items: List[tuple]) -> None:
+        """Encode a run of queued scalars (the hot loop: kept flat on purpose)."""
+        prefixes = _prefixes
+        pending = self._pending
+        pack_head, f32 = _pack_head, _proto.f32
+        last_run, out = 0, None  # 0: no run seen yet (None is the root run)
+        for _, run, tag, value, step, wall in items:
+            if run is not last_run:
+                out = pending.setdefault(run, [])
+                last_run = run
+            if type(value) is not float:
+                try:
+                    value = _scalar_of(value)
+                except Exception as e:
+                    self._fail(e)
+                    continue
+            prefix = prefixes.get(tag)
+            if prefix is None:
+                if len(prefixes) > 100_000:
+                    prefixes.clear()
+                prefix = prefixes[tag] = _proto.scalar_prefix(tag)
+            if 0 < step < 0x80:  # Event.step as a varint, the common sizes inline
+                sf = bytes((0x10, step))
+            elif 0x80 <= step < 0x4000:
+                sf = bytes((0x10, (step & 0x7F) | 0x80, step >> 7))
+            elif 0x4000 <= step < 0x200000:
+                sf = bytes((0x10, (step & 0x7F) | 0x80, ((step >> 7) & 0x7F) | 0x80, step >> 14))
+            else:
+                sf = _proto.step_field(step)
+            out.append(pack_head(0x09, wall) + sf + prefix + f32(value))  # type: ignore[union-attr]
+
+    def _summary(self, item: tuple) -> None:
+        _, run, tag, builder, payload, step, wall, _n = item
+        try:
+            values = builder(tag, payload)
+        except Exception as e:
+            self._fail(e)
+            return
+        if isinstance(values, bytes):
+            values = [values]
+        self._pending.setdefault(run, []).append(
+            _proto.event(wall, step, summary=_proto.summary(values)))
+
+    def _write_pending(self) -> None:
+        if self.dropped != self._dropped_reported:
+            self._dropped_reported = self.dropped
+            self._pending.setdefault(None, []).append(_proto.scalar_event(
+                time.time(), self.dropped, _proto.scalar_prefix(DROPPED_TAG), float(self.dropped)))
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, {}
+        for run, records in pending.items():
+            f = self._files.get(run)
+            if f is None:
+                f = self._files[run] = self._new_file(run)
+            try:
+                f.write(frame_many(records))
+            except Exception as e:
+                self._lost(e, len(records))
+
+    def _lost(self, e: BaseException, default: int) -> None:
+        """Count the records a failed write or upload lost (``e.lost_records`` when it
+        says, else ``default``) and keep the error for the producer. The count is not
+        logged as ``dropped_events``: that write would fail the same way."""
+        lost = getattr(e, "lost_records", default)
+        with self._lock:
+            self.dropped += lost
+            self._dropped_reported += lost
+        self._fail(e)
+
+    def _new_file(self, run: Optional[str]) -> Any:
+        if self._store is not None:
+            return RemoteEventFile(self._store, run, self.suffix)
+        return EventFile(self.logdir if run is None else os.path.join(self.logdir, run), self.suffix)
+
+    def _upload(self, force: bool) -> None:
+        """Remote runs: upload the parts that are due (all of them when ``force``)."""
+        now = time.monotonic()
+        for f in self._files.values():
+            if force or f.due(now):
+                try:
+                    f.upload()
+                except Exception as e:
+                    self._lost(e, 0)
+
+    def _fsync_all(self) -> None:
+        for f in self._files.values():
+            f.sync()
+
+    def _close_files(self) -> None:
+        for f in self._files.values():
+            try:
+                f.close()
+            except OSError as e:
+                self._lost(e, 0)
+
+
+def lower_thread_priority(nice: int) -> bool:
+    """Raise the calling thread's nice value to ``nice`` (never lower it); True if done.
+
+    Linux only: there a nice value is a thread's own (``setpriority(PRIO_PROCESS, 0)``
+    means the calling thread); elsewhere the same call would slow the whole process.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        if os.getpriority(os.PRIO_PROCESS, 0) < nice:
+            os.setpriority(os.PRIO_PROCESS, 0, nice)
+        return True
+    except (AttributeError, OSError):  # a sandbox that forbids it: normal priority then
+        return False
