@@ -114,7 +114,6 @@ class TensorBoardCallback:
         self._filters = ModuleFilters(filt, self._out) if filt else None
         self._proj = ModuleProjector(emb, self._out) if emb else None
         self._health = ModuleHealth(health, self._out) if health else None
-        self._module: Any = None
         self._last_epoch = -1  # the last epoch of the running fit (from its num_epoch)
         self._has_eval = False
         self._evals = 0  # eval_end calls in the running fit
@@ -175,8 +174,10 @@ class TensorBoardCallback:
             return
         if self._filters:
             self._filters.epoch_end(epoch, arg_params, aux_params)
-        if self._proj:  # validation does not change the weights: the sample's features are final
-            self._proj.log(epoch) if epoch == self._last_epoch else self._proj.epoch_end(epoch)
+        if self._proj and epoch == self._last_epoch:  # validation leaves the weights as they are
+            self._proj.log(epoch)
+        elif self._proj:
+            self._proj.epoch_end(epoch)
         if epoch == self._last_epoch and (not self._has_eval or self._evals == 0):
             self._fit_ends()  # no validation follows (or no eval_end to see it)
 
@@ -211,7 +212,6 @@ class TensorBoardCallback:
         return self._worker
 
     def _fit_begins(self, module: Any, local: Mapping[str, Any]) -> None:
-        self._module = module
         self._last_epoch = int(local.get("num_epoch") or 0) - 1
         self._has_eval = local.get("eval_data") is not None
         self._evals = 0

@@ -13,8 +13,8 @@ and ``eval_data`` in ``locals``, and ``arg_params`` at each epoch end.
   the layer that feeds the loss output (or ``Embeddings(layer=...)``); predicted labels are
   the ``argmax`` of that prediction layer's output.
 * ``grad_health``: at ``batch_end`` of a due batch, each parameter's gradient in the module's
-  executors (summed over devices, unless the local kvstore has already reduced them in place)
-  and its weight. Module's callbacks run *after* the optimizer's update, so ``weight_norm`` is
+  executors (summed over devices, unless the kvstore has already pulled the reduced gradient
+  into every device's buffer: ``update_on_kvstore=False``) and its weight. Module's callbacks run *after* the optimizer's update, so ``weight_norm`` is
   the weight after the batch's update. The detectors' host values are read by a helper thread
   (:class:`ModuleHealth`), never the training thread; ``Module.fit`` cannot be stopped by a
   callback, so ``GradHealth(stop=...)`` is refused.
