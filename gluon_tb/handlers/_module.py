@@ -9,8 +9,8 @@ from ._base import (ON_ERROR, TRAIN, VALIDATION, ParamFilter, RunWriters, check_
                     check_logdir, check_positive_number, param_selector, scores)
 from ._dist import DISTRIBUTED, Worker, WorkerMean, detect, place
 from ._filters import check_conv_filters
-from ._health import GradHealth, check_grad_health
-from ._module_insight import ModuleFilters, ModuleHealth, ModuleProjector, executor_module, module_gradients
+from ._health import GradHealth, HealthMonitor, check_grad_health
+from ._module_insight import ModuleFilters, ModuleProjector, executor_module, module_gradients
 from ._projector import Embeddings, check_embeddings
 from ._schedule import Period, schedule
 
@@ -113,7 +113,7 @@ class TensorBoardCallback:
                              f"must be False with TensorBoardCallback, got stop={sorted(health.stop)}")
         self._filters = ModuleFilters(filt, self._out) if filt else None
         self._proj = ModuleProjector(emb, self._out) if emb else None
-        self._health = ModuleHealth(health, self._out) if health else None
+        self._health = HealthMonitor(health, self._out) if health else None
         self._last_epoch = -1  # the last epoch of the running fit (from its num_epoch)
         self._has_eval = False
         self._evals = 0  # eval_end calls in the running fit
@@ -197,7 +197,7 @@ class TensorBoardCallback:
     def close(self) -> None:
         """Write everything and close the event files (logging again opens new ones)."""
         if self._health:
-            self._health.close()
+            self._health.settle(wait=True)
         self._out.close()
 
     def __enter__(self) -> "TensorBoardCallback":
@@ -215,6 +215,8 @@ class TensorBoardCallback:
         self._last_epoch = int(local.get("num_epoch") or 0) - 1
         self._has_eval = local.get("eval_data") is not None
         self._evals = 0
+        if self._health:
+            self._health.forget()  # checks of an earlier fit that raised
         if self._proj:
             self._proj.see_fit(module, local.get("eval_data"))
 

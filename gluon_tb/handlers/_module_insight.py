@@ -15,21 +15,17 @@ and ``eval_data`` in ``locals``, and ``arg_params`` at each epoch end.
 * ``grad_health``: at ``batch_end`` of a due batch, each parameter's gradient in the module's
   executors (summed over devices, unless the kvstore has already pulled the reduced gradient
   into every device's buffer: ``update_on_kvstore=False``) and its weight. Module's callbacks run *after* the optimizer's update, so ``weight_norm`` is
-  the weight after the batch's update. The detectors' host values are read by a helper thread
-  (:class:`ModuleHealth`), never the training thread; ``Module.fit`` cannot be stopped by a
-  callback, so ``GradHealth(stop=...)`` is refused.
+  the weight after the batch's update. :class:`HealthMonitor` is used as the estimator uses it
+  (its helper thread reads the detectors' values, never the training thread); ``Module.fit``
+  cannot be stopped by a callback, so ``GradHealth(stop=...)`` is refused.
 """
 from __future__ import annotations
 
 import logging
-import queue
-import threading
-from collections import deque
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from ._base import TRAIN, RunWriters, batch_gradient
 from ._filters import write_filters
-from ._health import GradHealth, HealthMonitor
 from ._projector import Embeddings, Projector
 from ._symbol import SymbolProbe, classifier_input, conv_layer, layer_output
 
@@ -155,7 +151,7 @@ class _ParamView:
 
 
 class _TrainerView:
-    """What ``HealthMonitor.finish`` reads of a Gluon Trainer: the optimizer and its learning rate."""
+    """What :meth:`HealthMonitor.finish` reads of a Gluon Trainer: the optimizer and its learning rate."""
 
     def __init__(self, optimizer: Any) -> None:
         self.optimizer = optimizer
@@ -183,72 +179,3 @@ def module_gradients(module: Any, want: Callable[[str], bool]) -> Tuple[list, Di
         params[name] = view
         grads.append((name, batch_gradient(view)))
     return grads, params, _TrainerView(opt)
-
-
-class ModuleHealth(HealthMonitor):
-    """:class:`HealthMonitor` whose checks are read back by a helper thread.
-
-    ``finish`` queues each check's NDArray to the helper as soon as it is built; the helper
-    reads it (waiting for MXNet there) and hands back host values, which the training thread
-    judges at its next ``settle`` without waiting. ``settle(wait=True)`` (the end of ``fit``)
-    waits for the checks still out.
-    """
-
-    def __init__(self, cfg: GradHealth, out: RunWriters) -> None:
-        super().__init__(cfg, out)
-        self._todo: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
-        self._ready: deque = deque()
-        self._out_n = 0
-        self._cond = threading.Condition()
-        self._thread: Optional[threading.Thread] = None
-
-    def finish(self, trainer: Any, losses: Optional[List[Any]] = None) -> None:
-        super().finish(trainer, losses)
-        self._send()
-
-    def settle(self, wait: bool = False) -> bool:
-        self._send()
-        with self._cond:
-            while wait and self._out_n > len(self._ready):
-                self._cond.wait()
-            ready, self._ready = list(self._ready), deque()
-            self._out_n -= len(ready)
-        for step, names, values in ready:
-            if isinstance(values, BaseException):
-                self._out.failed(values)
-            else:
-                self._judge(step, names, values)
-        return self.stop
-
-    def close(self) -> None:
-        """Judge what is still out and end the helper thread (a later check starts a new one)."""
-        self.settle(wait=True)
-        if self._thread is not None:
-            self._todo.put(None)
-            self._thread.join()
-            self._thread = None
-
-    def _send(self) -> None:
-        if self._pending is None:
-            return
-        item, self._pending = self._pending, None
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._read, name="gluon_tb-grad-health", daemon=True)
-            self._thread.start()
-        with self._cond:
-            self._out_n += 1
-        self._todo.put(item)
-
-    def _read(self) -> None:
-        while True:
-            item = self._todo.get()
-            if item is None:
-                return
-            step, names, vec = item
-            try:
-                values: Any = vec.asnumpy()  # on this helper thread: MXNet is waited for here
-            except Exception as e:  # noqa: BLE001 - reported on the training thread
-                values = e
-            with self._cond:
-                self._ready.append((step, names, values))
-                self._cond.notify_all()
