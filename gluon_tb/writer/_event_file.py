@@ -24,6 +24,15 @@ _counter = itertools.count()
 _counter_lock = threading.Lock()
 
 
+def _new_lock_in_child() -> None:  # a thread of the parent may have held it at fork()
+    global _counter_lock
+    _counter_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_lock_in_child)
+
+
 class EventFileDeletedError(OSError):
     """The event file being written was deleted by someone else."""
 
@@ -64,17 +73,21 @@ class EventFile:
 
     # -- opening ---------------------------------------------------------------
     def _open(self) -> None:
-        os.makedirs(self.directory, exist_ok=True)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
-        while True:
-            name = event_file_name(int(time.time()), next_number(), self.suffix)
-            path = os.path.join(self.directory, name)
-            try:
-                # 0o666 & ~umask: never more permissive than the process allows
-                fd = os.open(path, flags, 0o666)
-                break
-            except FileExistsError:  # another process with our pid and counter: try the next
-                continue
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+            while True:
+                name = event_file_name(int(time.time()), next_number(), self.suffix)
+                path = os.path.join(self.directory, name)
+                try:
+                    # 0o666 & ~umask: never more permissive than the process allows
+                    fd = os.open(path, flags, 0o666)
+                    break
+                except FileExistsError:  # another process with our pid and counter: try the next
+                    continue
+        except OSError as e:  # read-only, vanished, not a directory: name the directory
+            raise type(e)(e.errno, f"cannot create an event file in {self.directory}: "
+                                   f"{e.strerror or e}", e.filename) from e
         self._fd, self.path, self._size = fd, path, 0
         self._write_all(frame(_proto.event(time.time(), 0, file_version=FILE_VERSION)))
 
@@ -98,7 +111,12 @@ class EventFile:
         elif os.fstat(self._fd).st_nlink == 0:
             lost = self.path
             self.close()
-            self._open()
+            try:
+                self._open()
+            except OSError as e:
+                raise EventFileDeletedError(
+                    e.errno, f"event file {lost} was deleted while in use and what it held is "
+                             f"lost; {e.strerror}", e.filename) from e
         self._write_all(data)
         if lost is not None:
             raise EventFileDeletedError(

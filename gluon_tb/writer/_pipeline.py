@@ -93,7 +93,7 @@ class Pipeline(Worker):
         self._big_bytes = 0
         self._check_at = 0  # queue length at which a scalar next takes the slow path (0: every one)
         self._thread: Optional[threading.Thread] = None
-        self._start_lock = threading.Lock()
+        self._start_lock = threading.RLock()  # re-entrant for the same reason
         self.error: Optional[BaseException] = None
         if self.on_full == "drop":  # block mode keeps the class method: a faster call
             self.put_scalar = self._put_scalar_drop  # type: ignore[method-assign]

@@ -465,7 +465,8 @@ class SummaryWriter:
 
     def _after_fork(self) -> None:
         self._p.after_fork_in_child()
-        self._close_lock = threading.Lock()
+        self._close_lock = threading.Lock()  # a parent's thread may have held these at fork()
+        self._pool = BufferPool(self._pool.max_bytes)
 
     def __del__(self) -> None:  # best effort: a forgotten writer still writes what it has
         try:

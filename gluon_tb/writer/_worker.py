@@ -70,7 +70,7 @@ class Sink:
         if os.path.commonpath([root, path]) != root:
             raise ValueError(f"refusing to write outside the log directory: {relpath!r}")
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.tmp.{os.getpid()}"
+        tmp = f"{path}.tmp.{os.getpid()}.{threading.get_ident()}"  # two writers, one logdir
         with open(tmp, "wb") as f:
             f.write(data)
         os.replace(tmp, path)
