@@ -353,3 +353,24 @@ def test_update_ratio_of_a_zero_initialised_bias_stays_bounded(tmp_path):
     assert all(0 < v <= 1 for _, v in first)
     w = readback.scalars(d, "train", "update_ratio/net_dense1_weight")
     assert all(0 < v < 0.5 for _, v in w)
+
+
+def test_a_batch_processor_without_losses_gets_no_nan_validation_loss(tmp_path):
+    from mxnet.gluon.contrib.estimator import BatchProcessor
+
+    class NoLoss(BatchProcessor):
+        def evaluate_batch(self, estimator, val_batch, batch_axis=0):
+            data, label = self._get_data_and_label(val_batch, estimator.context, batch_axis)
+            return data, label, [estimator.val_net(x) for x in data], None
+
+    d = str(tmp_path)
+    ctx = [mx.cpu()]
+    net = make_net(ctx)
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1})
+    est = Estimator(net, gluon.loss.SoftmaxCrossEntropyLoss(), train_metrics=[mx.metric.Accuracy()],
+                    val_metrics=[mx.metric.Accuracy()], trainer=trainer, context=ctx,
+                    batch_processor=NoLoss())
+    est.fit(loader(), val_data=loader(32, seed=1), epochs=2,
+            event_handlers=[TensorBoardHandler(d, histogram_period=None, images=False, graph=False)])
+    assert {t for r, t in readback.tags(d) if r == "validation"} == {"epoch_accuracy"}
+    assert steps(d, "validation", "epoch_accuracy") == [0, 1]

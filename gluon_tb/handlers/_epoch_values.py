@@ -91,7 +91,9 @@ class EpochValues:
         self._out.write(TRAIN, "add_scalar", "epoch_learning_rate", estimator.trainer.learning_rate, epoch)
         if rate == rate:
             self._out.write(TRAIN, "add_scalar", "epoch_samples_per_second", rate, epoch)
-        if fresh and not all(isinstance(v, float) and v != v for _, v in val):  # all NaN: none
+        if self._val_own:  # no loss seen (a batch processor of its own): no point rather than NaN
+            val = [(t, v) for t, v in val if not (t == "loss" and isinstance(v, float) and v != v)]
+        if fresh and val and not all(isinstance(v, float) and v != v for _, v in val):  # all NaN: none
             self._log(VALIDATION, val, epoch)
 
     # ------------------------------------------------------------ pieces
