@@ -175,6 +175,9 @@ class HealthMonitor:
                 self._cond.wait()
             ready, self._ready = list(self._ready), deque()
             self._out_n -= len(ready)
+        if wait and self._thread is not None:
+            self._todo.put(None)
+            self._thread = None
         for step, names, values in ready:
             if isinstance(values, BaseException):
                 self._out.failed(values)
@@ -196,7 +199,10 @@ class HealthMonitor:
 
     def _read(self) -> None:
         while True:
-            gen, (step, names, vec) = self._todo.get()
+            got = self._todo.get()
+            if got is None:  # the end of fit: this helper is done (the next check starts another)
+                return
+            gen, (step, names, vec) = got
             try:
                 values: Any = vec.asnumpy()  # on this helper thread: MXNet is waited for here
             except Exception as e:  # noqa: BLE001 - reported on the training thread
