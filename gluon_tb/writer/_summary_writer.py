@@ -7,6 +7,7 @@ the background :class:`~._pipeline.Pipeline` does the rest.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 import time
@@ -25,6 +26,7 @@ from ._scalar import mean_of, scalar_value
 
 Number = Union[int, float, np.number]
 _time = time.time
+_log = logging.getLogger("gluon_tb")
 
 
 class SummaryWriter:
@@ -461,7 +463,12 @@ class SummaryWriter:
         # no _close_lock: a SIGTERM handler may run on a thread inside close(); the
         # pipeline's close() is safe twice (the second waits for the first)
         self._closed = True
-        self._p.close(timeout=30.0)
+        p = self._p
+        if not p.close(timeout=30.0):
+            _log.warning("gluon_tb: %s was not finished writing within 30 s at exit", self._logdir)
+        err = p.take_error()
+        if err is not None:  # nobody is left to raise it to
+            _log.warning("gluon_tb: could not write %s at exit: %s", self._logdir, err)
 
     def _after_fork(self) -> None:
         self._p.after_fork_in_child()
