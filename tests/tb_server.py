@@ -7,10 +7,11 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.parse
 import urllib.request
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, Optional, Sequence
 
 
 def _free_port() -> int:
@@ -20,8 +21,9 @@ def _free_port() -> int:
 
 
 class TensorBoard:
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, stderr_path: Optional[str] = None) -> None:
         self.base = f"http://127.0.0.1:{port}"
+        self._stderr_path = stderr_path
 
     def get(self, path: str, **params: Any) -> Any:
         url = self.base + path + ("?" + urllib.parse.urlencode(params) if params else "")
@@ -30,24 +32,33 @@ class TensorBoard:
             ctype = r.headers.get("Content-Type", "")
         return json.loads(body) if "json" in ctype else body
 
+    def stderr(self) -> str:
+        """What TensorBoard (and its data server) wrote to stderr so far."""
+        with open(self._stderr_path, errors="replace") as f:  # type: ignore[arg-type]
+            return f.read()
+
 
 @contextlib.contextmanager
-def tensorboard(logdir: str, timeout: float = 90.0) -> Iterator[TensorBoard]:
+def tensorboard(logdir: str, timeout: float = 90.0, load_fast: str = "false",
+                extra: Sequence[str] = ()) -> Iterator[TensorBoard]:
+    """``load_fast="true"`` serves through the Rust data server (TensorBoard's default
+    where it is installed); ``extra`` are more command-line flags."""
     port = _free_port()
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
+    err = tempfile.NamedTemporaryFile(prefix="tensorboard_stderr_", suffix=".log", delete=False)
     proc = subprocess.Popen(
         [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--host", "127.0.0.1",
-         "--port", str(port), "--load_fast", "false", "--reload_interval", "1"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    tb = TensorBoard(port)
+         "--port", str(port), "--load_fast", load_fast, "--reload_interval", "1", *extra],
+        stdout=subprocess.DEVNULL, stderr=err, env=env)  # a file: a pipe nobody reads fills up
+    tb = TensorBoard(port, err.name)
     try:
         deadline = time.time() + timeout
         last: Optional[BaseException] = None
         while time.time() < deadline:
             if proc.poll() is not None:
-                raise RuntimeError("tensorboard exited: " + proc.stderr.read().decode()[-2000:])
+                raise RuntimeError("tensorboard exited: " + tb.stderr()[-2000:])
             try:
-                if tb.get("/data/runs"):
+                if tb.get("/data/runs"):  # loaded: a run is there
                     break
             except OSError as e:
                 last = e
@@ -62,3 +73,5 @@ def tensorboard(logdir: str, timeout: float = 90.0) -> Iterator[TensorBoard]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(10)
+        err.close()
+        os.unlink(err.name)

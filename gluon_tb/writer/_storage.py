@@ -343,9 +343,15 @@ def flush_before_shutdown(pipeline: Any) -> None:
     _hooked = True
     import concurrent.futures.thread  # noqa: F401  registers its hook first, so ours runs before it
 
+    # Private, and no public hook runs early enough: tests/test_lifecycle.py pins the order
+    # (these hooks in reverse, before thread pools refuse work; atexit after) and fails if
+    # Python changes it. Without it, atexit still closes the writers, for local stores.
     register = getattr(threading, "_register_atexit", None)
     if register is not None:
-        register(_flush_live)
+        try:
+            register(_flush_live)
+        except RuntimeError:  # "can't register atexit after shutdown": atexit closes it then
+            _hooked = False
 
 
 def _flush_live() -> None:
