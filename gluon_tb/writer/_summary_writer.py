@@ -21,6 +21,7 @@ from ._pipeline import ACTION, DEFAULT_MAX_QUEUE_BYTES, DEFAULT_WORKER_NICE, FLU
 from ._pipeline import Pipeline
 from ._pipeline import WriterClosedError
 from ._buffers import BufferPool
+from ._options import check_writer_args
 from ._runs import check_run_name, payload_nbytes
 from ._scalar import mean_of, scalar_value
 
@@ -44,6 +45,18 @@ class SummaryWriter:
             for step in range(100):
                 sw.add_scalar("loss", 1.0 / (step + 1), global_step=step)
             sw.add_histogram("weights", np.random.randn(1000), global_step=0)
+
+    Threads: every method may be called from several threads at once (the training
+    loop, DataLoader worker threads, a monitoring thread): all ``add_*``, ``flush``,
+    ``close`` and ``reopen``. An ``add_*`` call that returns was accepted: with
+    ``on_full="block"`` its event is written; with ``"drop"`` it is written or counted
+    in ``gluon_tb/dropped_events``, never both, never neither. One that raises was not.
+    A call racing ``close()`` on another thread is accepted and written, or raises
+    :class:`WriterClosedError`. ``flush()`` returns once everything accepted before it,
+    on any thread, is written; one racing ``close()`` returns or raises
+    ``WriterClosedError``. A second ``close()`` returns when the first has finished.
+    The events of one thread keep their order. No call waits on anything but the
+    writer thread, and no wait outlives it.
 
     Args:
         logdir: directory of this run's event files (created on first write).
@@ -78,28 +91,10 @@ class SummaryWriter:
                  storage_options: Optional[Mapping[str, Any]] = None,
                  remote: Optional[Any] = None,
                  worker_nice: Optional[int] = DEFAULT_WORKER_NICE) -> None:
-        if not isinstance(logdir, (str, os.PathLike)):
-            raise TypeError(f"logdir must be a str or path, got {describe(logdir)}")
-        logdir = os.fspath(logdir)
-        if not logdir:
-            raise ValueError("logdir must be a non-empty path, got ''")
-        from ._storage import check_logdir, remote_options  # a URL is opened by the Pipeline
-        logdir = check_logdir(logdir)
-        if isinstance(max_queue, bool) or not isinstance(max_queue, int) or max_queue < 1:
-            raise ValueError(f"max_queue must be a positive int, got {describe(max_queue)}")
-        if isinstance(flush_secs, bool) or not isinstance(flush_secs, (int, float)) or not flush_secs > 0:
-            raise ValueError(f"flush_secs must be a positive number, got {describe(flush_secs)}")
-        if filename_suffix is not None and not isinstance(filename_suffix, str):
-            raise TypeError(f"filename_suffix must be a str, got {describe(filename_suffix)}")
-        if filename_suffix and (os.sep in filename_suffix or "/" in filename_suffix):
-            raise ValueError(f"filename_suffix must not contain a path separator, got {filename_suffix!r}")
-        if isinstance(max_queue_bytes, bool) or not isinstance(max_queue_bytes, int) or max_queue_bytes < 1024:
-            raise ValueError(f"max_queue_bytes must be an int >= 1024, got {describe(max_queue_bytes)}")
-        if on_full not in ("block", "drop"):
-            raise ValueError(f"on_full must be 'block' or 'drop', got {on_full!r}")
-        if worker_nice is not None and (isinstance(worker_nice, bool) or not isinstance(worker_nice, int)
-                                        or not 0 <= worker_nice <= 19):
-            raise ValueError(f"worker_nice must be None or an int from 0 to 19, got {describe(worker_nice)}")
+        from ._storage import remote_options
+
+        logdir = check_writer_args(logdir, max_queue, flush_secs, filename_suffix, max_queue_bytes,
+                                   on_full, worker_nice)
         purge_step = check_step(purge_step, "purge_step")
         remote = remote_options(logdir, storage_options, remote)
         self._logdir = logdir

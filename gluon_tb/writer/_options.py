@@ -1,0 +1,43 @@
+"""``SummaryWriter``'s constructor arguments, checked before anything starts.
+
+Each wrong argument is a ``TypeError``/``ValueError`` naming it, what was
+expected and what was received, raised before a thread, file or lock exists.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Optional
+
+from ._convert import describe
+from ._storage import check_logdir
+
+
+def check_writer_args(logdir: Any, max_queue: Any, flush_secs: Any, filename_suffix: Any,
+                      max_queue_bytes: Any, on_full: Any, worker_nice: Any) -> str:
+    """Check ``SummaryWriter``'s arguments; the log directory as a str."""
+    if not isinstance(logdir, (str, os.PathLike)):
+        raise TypeError(f"logdir must be a str or path, got {describe(logdir)}")
+    logdir = os.fspath(logdir)
+    if not logdir:
+        raise ValueError("logdir must be a non-empty path, got ''")
+    logdir = check_logdir(logdir)  # a URL is opened by the Pipeline
+    if isinstance(max_queue, bool) or not isinstance(max_queue, int) or max_queue < 1:
+        raise ValueError(f"max_queue must be a positive int, got {describe(max_queue)}")
+    if isinstance(flush_secs, bool) or not isinstance(flush_secs, (int, float)) or not flush_secs > 0:
+        raise ValueError(f"flush_secs must be a positive number, got {describe(flush_secs)}")
+    if filename_suffix is not None and not isinstance(filename_suffix, str):
+        raise TypeError(f"filename_suffix must be a str, got {describe(filename_suffix)}")
+    if filename_suffix and (os.sep in filename_suffix or "/" in filename_suffix):
+        raise ValueError(f"filename_suffix must not contain a path separator, got {filename_suffix!r}")
+    if isinstance(max_queue_bytes, bool) or not isinstance(max_queue_bytes, int) or max_queue_bytes < 1024:
+        raise ValueError(f"max_queue_bytes must be an int >= 1024, got {describe(max_queue_bytes)}")
+    if on_full not in ("block", "drop"):
+        raise ValueError(f"on_full must be 'block' or 'drop', got {on_full!r}")
+    check_nice(worker_nice)
+    return logdir
+
+
+def check_nice(worker_nice: Optional[int]) -> None:
+    if worker_nice is not None and (isinstance(worker_nice, bool) or not isinstance(worker_nice, int)
+                                    or not 0 <= worker_nice <= 19):
+        raise ValueError(f"worker_nice must be None or an int from 0 to 19, got {describe(worker_nice)}")
