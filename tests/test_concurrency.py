@@ -93,6 +93,55 @@ def test_drop_mode_flush_beside_two_producers_returns(tmp_path):
     assert sum(len(v) for v in kept.values()) + (dropped[-1][1] if dropped else 0) == 2 * n
 
 
+# ---------------------------------------------------------------- close() against one producer
+def _scalar(step):
+    from gluon_tb.writer._pipeline import SCALAR
+
+    return (SCALAR, None, "s", float(step), step, 1.0)
+
+
+@pytest.mark.parametrize("on_full", ["block", "drop"])
+def test_an_item_queued_ahead_of_close_is_written_and_one_after_it_refused(tmp_path, on_full):
+    """The two ways a producer that sees ``closed`` after queueing can end, made deterministic."""
+    from gluon_tb.writer._pipeline import Pipeline
+
+    p = Pipeline(str(tmp_path), on_full=on_full)
+    p.put_scalar(_scalar(0))
+    ahead, after = _scalar(1), _scalar(2)
+    p._q.append(ahead)  # queued, then close() ran before the producer looked at `closed`
+    assert in_thread(p.close) is True
+    p._late(ahead)  # it went in ahead of STOP: written, so no error
+    p._q.append(after)  # queued after STOP: the worker left it there
+    with pytest.raises(WriterClosedError, match="closed while this call ran"):
+        p._late(after)
+    with pytest.raises(WriterClosedError):  # and through the public call
+        p.put_scalar(_scalar(3))
+    assert readback.scalars(str(tmp_path), ".", "s") == [(0, 0.0), (1, 1.0)]
+
+
+def test_second_close_waits_for_the_first_and_add_after_close_raises(tmp_path):
+    w = SummaryWriter(tmp_path, flush_secs=3600)
+    for i in range(20000):
+        w.add_scalar("s", float(i), i)
+    sizes = []
+
+    def close():
+        w.close()
+        sizes.append(sum(os.path.getsize(f) for f in readback.event_files(str(tmp_path))))
+
+    closers = [threading.Thread(target=close, daemon=True) for _ in range(3)]
+    for t in closers:
+        t.start()
+    join_all(closers)
+    assert len(readback.scalars(str(tmp_path), ".", "s")) == 20000
+    final = sum(os.path.getsize(f) for f in readback.event_files(str(tmp_path)))
+    assert sizes == [final] * 3  # each close() returned with everything already written
+    with pytest.raises(WriterClosedError):
+        w.add_scalar("s", 1.0, 20000)
+    with pytest.raises(WriterClosedError):
+        w.flush()
+
+
 # ---------------------------------------------------------------- everything at once
 KINDS = ["scalar"] * 8 + ["hist_np"] * 2 + ["hist_nd"] * 2 + ["image"] * 2 + ["text"] * 2 + ["embedding"]
 

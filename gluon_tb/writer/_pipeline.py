@@ -228,9 +228,11 @@ class Pipeline(Worker):
             first, self.closed, self._check_at = not self.closed, True, 0
         if not first:
             return self._wait(self._finished, timeout)
-        if self._q:  # queued, but the worker not started yet: start it to write them
-            self._start(even_closed=True)
-        if self._thread is None:
+        with self._start_lock:  # from here on no producer starts a worker (``_start``)
+            if self._q:  # queued, but the worker not started yet: start it to write them
+                self._start(even_closed=True)
+            started = self._thread is not None
+        if not started:
             self._finished.set()
             return True
         return self.sync(STOP, timeout)
