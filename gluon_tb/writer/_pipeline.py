@@ -26,7 +26,7 @@ from __future__ import annotations
 import collections
 import threading
 import time
-from typing import Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from ._storage import RemoteEventFile, RemoteOptions, Store, flush_before_shutdown, is_remote
 from ._storage import local_path
@@ -52,6 +52,11 @@ class Pipeline(Worker):
     ``remote`` (a :class:`~._storage.RemoteOptions`) tunes how a URL ``logdir`` is
     written; it is ignored for a local one.
     """
+
+    def __new__(cls, *args: Any, on_full: str = "block", **kwargs: Any) -> "Pipeline":
+        if cls is Pipeline and on_full == "drop":
+            cls = DropPipeline  # its own put_scalar, still looked up on the class: the fast call
+        return super().__new__(cls)
 
     def __init__(self, logdir: str, *, flush_secs: float = 2.0, filename_suffix: str = "",
                  max_queue_bytes: int = DEFAULT_MAX_QUEUE_BYTES, wake_items: int = 4096,
@@ -95,8 +100,6 @@ class Pipeline(Worker):
         self._thread: Optional[threading.Thread] = None
         self._start_lock = threading.RLock()  # re-entrant for the same reason
         self.error: Optional[BaseException] = None
-        if self.on_full == "drop":  # block mode keeps the class method: a faster call
-            self.put_scalar = self._put_scalar_drop  # type: ignore[method-assign]
 
     # ------------------------------------------------------------ producer side
     # Several threads may call every producer method at once. The rules that make that safe:
@@ -118,6 +121,7 @@ class Pipeline(Worker):
                 self._make_room(0)
 
     def _put_scalar_drop(self, item: tuple) -> None:
+        """``put_scalar`` of a :class:`DropPipeline`: a scalar over the bound is never queued."""
         q = self._q
         if len(q) >= self._check_at and not self._scalar_fits():
             return  # dropped and counted
@@ -266,3 +270,9 @@ class Pipeline(Worker):
         self._files = {}
         self._pending = {}
         self._reset_runtime()
+
+
+class DropPipeline(Pipeline):
+    """A :class:`Pipeline` with ``on_full="drop"`` (made by ``Pipeline(..., on_full="drop")``)."""
+
+    put_scalar = Pipeline._put_scalar_drop

@@ -17,7 +17,7 @@ import numpy as np
 
 from . import _lifecycle, _proto
 from ._convert import MAX_TAG_LEN, check_step, check_tag, check_walltime, describe
-from ._pipeline import ACTION, DEFAULT_MAX_QUEUE_BYTES, DEFAULT_WORKER_NICE, FLUSH, SCALAR, STOP, SUMMARY
+from ._pipeline import ACTION, DEFAULT_MAX_QUEUE_BYTES, DEFAULT_WORKER_NICE, FLUSH, SCALAR, SUMMARY
 from ._pipeline import Pipeline
 from ._pipeline import WriterClosedError
 from ._buffers import BufferPool
