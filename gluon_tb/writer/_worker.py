@@ -228,10 +228,11 @@ class Worker:
             _proto.event(wall, step, summary=_proto.summary(values)))
 
     def _write_pending(self) -> None:
-        if self.dropped != self._dropped_reported:
-            self._dropped_reported = self.dropped
+        n = self.dropped  # read once: producers may count more meanwhile
+        if n != self._dropped_reported:
+            self._dropped_reported = n
             self._pending.setdefault(None, []).append(_proto.scalar_event(
-                time.time(), self.dropped, _proto.scalar_prefix(DROPPED_TAG), float(self.dropped)))
+                time.time(), n, _proto.scalar_prefix(DROPPED_TAG), float(n)))
         if not self._pending:
             return
         pending, self._pending = self._pending, {}
