@@ -142,6 +142,45 @@ def test_second_close_waits_for_the_first_and_add_after_close_raises(tmp_path):
         w.flush()
 
 
+def test_dataloader_worker_threads_log_beside_the_training_loop(tmp_path):
+    """A Dataset that logs from Gluon's DataLoader worker threads (thread_pool=True)."""
+    from mxnet import gluon
+
+    w = SummaryWriter(tmp_path, max_queue_bytes=8 << 10)
+
+    class Logged(gluon.data.Dataset):
+        def __len__(self):
+            return 64
+
+        def __getitem__(self, i):
+            w.add_scalar("sample", float(i), i)
+            w.add_text("sample_text", f"item {i}", i)
+            return np.float32(i)
+
+    loader = gluon.data.DataLoader(Logged(), batch_size=8, num_workers=3, thread_pool=True)
+
+    def train():
+        step = 0
+        for _epoch in range(2):
+            for batch in loader:
+                w.add_scalar("batch_sum", float(batch.sum().asscalar()), step)
+                w.add_histogram("batch", batch, step)
+                w.flush()
+                step += 1
+
+    in_thread(train)
+    in_thread(w.close)
+    assert readback.tags(str(tmp_path)) == {(".", "sample"), (".", "sample_text"), (".", "batch_sum"),
+                                            (".", "batch")}
+    # every item twice (two epochs), every batch once
+    assert sorted(readback.scalars(str(tmp_path), ".", "sample")) == sorted(
+        [(i, float(i)) for i in range(64)] * 2)
+    assert len(readback.tensor_events(str(tmp_path), ".", "sample_text")) == 128
+    assert readback.scalars(str(tmp_path), ".", "batch_sum") == [
+        (s, float(sum(range(8 * (s % 8), 8 * (s % 8) + 8)))) for s in range(16)]
+    assert [e.step for e in readback.tensor_events(str(tmp_path), ".", "batch")] == list(range(16))
+
+
 # ---------------------------------------------------------------- everything at once
 KINDS = ["scalar"] * 8 + ["hist_np"] * 2 + ["hist_nd"] * 2 + ["image"] * 2 + ["text"] * 2 + ["embedding"]
 
