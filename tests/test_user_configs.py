@@ -319,12 +319,56 @@ def test_the_same_handler_can_fit_again_after_a_failure(tmp_path):
     d = str(tmp_path)
     ctx = [mx.cpu()]
     est = make_est(make_net(ctx), ctx)
-    tb = TensorBoardHandler(d, histogram_period=None, images=False)
+    tb = TensorBoardHandler(d, histogram_period=1, grad_health=True, images=False)
     with pytest.raises(RuntimeError):
-        est.fit(loader(), epochs=2, event_handlers=[tb, Boom(3)])
+        est.fit(loader(), epochs=2, event_handlers=[tb, Boom(3)])  # batch 2 stepped, then raised
     est.fit(loader(), epochs=1, event_handlers=[tb])
     assert own_methods(est)
-    assert steps(d, "train", "batch_loss") == list(range(6))
+    assert steps(d, "train", "batch_loss") == [0, 1, 3, 4, 5, 6]  # 2's gradients are the failed batch's
+    for tag in ("gradients/net_dense1_bias", "weights/net_dense1_bias"):
+        got = [e.step for e in readback.tensor_events(d, "train", tag)]
+        assert got == ([0, 1, 2] if tag.startswith("grad") else [0, 1]) + [3, 4, 5, 6]
+    assert steps(d, "train", "grad_norm/global") == [0, 1, 3, 4, 5, 6]
+
+
+def test_a_new_fit_on_another_estimator_closes_the_dead_handlers_writers(tmp_path):
+    ctx = [mx.cpu()]
+    est = make_est(make_net(ctx), ctx)
+    old = TensorBoardHandler(str(tmp_path / "one"), histogram_period=None, images=False)
+    with pytest.raises(RuntimeError):
+        est.fit(loader(), epochs=2, event_handlers=[old, Boom(3)])
+    assert old._out._open
+    other = make_est(make_net(ctx), ctx)
+    other.fit(loader(), epochs=1, event_handlers=[TensorBoardHandler(str(tmp_path / "two"))])
+    assert not old._out._open and own_methods(est)
+    assert steps(str(tmp_path / "one"), "train", "batch_loss") == [0, 1]
+
+
+def test_a_fit_on_another_thread_keeps_its_hooks(tmp_path):
+    """A new fit heals dead hooks only: a fit running on another thread is alive."""
+    ctx = [mx.cpu()]
+    est = make_est(make_net(ctx), ctx)
+    gate, go = threading.Event(), threading.Event()
+
+    class Pause(BatchEnd):
+        def batch_end(self, estimator, *args, **kwargs):
+            if not gate.is_set():
+                gate.set()
+                go.wait(60)
+            return False
+
+    tb = TensorBoardHandler(str(tmp_path / "bg"), histogram_period=1, images=False)
+    t = threading.Thread(target=est.fit, args=(loader(),), kwargs=dict(epochs=1, event_handlers=[tb, Pause()]))
+    t.start()
+    assert gate.wait(60)
+    other = make_est(make_net(ctx), ctx)
+    other.fit(loader(), epochs=1, event_handlers=[TensorBoardHandler(str(tmp_path / "fg"))])
+    assert "step" in vars(est.trainer)  # still hooked: that fit is running
+    go.set()
+    t.join(60)
+    assert own_methods(est)
+    assert [e.step for e in readback.tensor_events(str(tmp_path / "bg"), "train", "gradients/net_dense1_bias")] \
+        == [0, 1, 2, 3]
 
 
 # ------------------------------------------------------------ 5. an epoch cut short, update ratio
@@ -356,6 +400,31 @@ def test_histograms_of_an_epoch_cut_short(tmp_path):
 
     counts = tensor_util.make_ndarray(last.tensor_proto)[:, 2]
     assert counts.sum() == CLASSES
+
+
+class CutOnce(BatchEnd):
+    """Returns True from batch_end once (training goes on: only epoch_end can stop it)."""
+
+    priority = 0
+
+    def __init__(self, at):
+        self.at, self.n = at, 0
+
+    def batch_end(self, estimator, *args, **kwargs):
+        self.n += 1
+        return self.n == self.at
+
+
+@pytest.mark.parametrize("cut", [6, 2])
+def test_an_epoch_cut_short_once_does_not_move_the_next_epochs_histograms(tmp_path, cut):
+    d = str(tmp_path)
+    ctx = [mx.cpu()]
+    est = make_est(make_net(ctx), ctx)
+    est.fit(loader(), epochs=3, event_handlers=[TensorBoardHandler(d, grad_health=True), CutOnce(cut)])
+    assert steps(d, "train", "batch_loss") == list(range(10))  # one epoch of 4 lost 2 batches
+    got = [e.step for e in readback.tensor_events(d, "train", "gradients/net_dense1_bias")]
+    assert got == {6: [3, 5, 9], 2: [1, 5, 9]}[cut]
+    assert steps(d, "train", "grad_norm/global") == got
 
 
 def test_update_ratio_of_a_zero_initialised_bias_stays_bounded(tmp_path):

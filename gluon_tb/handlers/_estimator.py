@@ -50,6 +50,15 @@ from ._schedule import Period, schedule
 __all__ = ["TensorBoardHandler"]
 
 
+def loader_length(data: Any) -> Optional[int]:
+    """Batches an epoch of ``data`` when it says (a DataLoader does), else None."""
+    try:
+        n = len(data)
+    except TypeError:
+        return None
+    return n if isinstance(n, int) and n > 0 else None
+
+
 def check_start(value: Any, name: str) -> Optional[int]:
     if value is None:
         return None
@@ -192,9 +201,11 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
         scope = self._scope = FitScope(estimator)
         if not self._fits:
             self._start_at(resume_point(estimator, scope, *self._initial))
+        else:  # after a fit that raised, its last batch may have logged gradients: go past it
+            self._step = max(self._step, self._hists.last_logged + 1)
         self._fits += 1
         self._in_epoch = 0
-        self._hists.train_begin(estimator, self._step)
+        self._hists.train_begin(estimator, self._step, loader_length(scope.fit_locals().get("train_data")))
         self._taps.extend(self._epochs.train_begin(estimator, scope, self._abandon))
         if not self._hist.never and not self._out.muted:
             tap = wrap(estimator.trainer, ("step", "allreduce_grads"),

@@ -162,6 +162,9 @@ class HealthMonitor:
             self._ready.clear()
             self._out_n = 0
             self._epoch_of_reads += 1  # reads still out are dropped when they come back
+        if self._thread is not None:
+            self._todo.put(None)
+            self._thread = None
 
     def settle(self, wait: bool = False) -> bool:
         """Judge the checks the helper thread has read back; True when training should stop.

@@ -3,9 +3,10 @@
 Gradients are taken inside ``trainer.step``/``allreduce_grads`` (:meth:`ParamHistograms.before_update`,
 hooked by the handler), the one moment at which they are what the batch produced: summed over
 devices, before a kvstore overwrites the buffers. Weights are taken at ``batch_end``, after that
-batch's update. With ``histogram_period="epoch"`` the last batch of an epoch is logged; until the
-first epoch has ended its length is unknown, so during it each batch's gradients are copied on the
-device (asynchronously) and the last copy is logged at the epoch's end. An epoch cut short (a
+batch's update. With ``histogram_period="epoch"`` the last batch of an epoch is logged: its length is
+``len(train_data)`` when the loader has one; otherwise, until the first epoch has ended, its length is
+unknown, so during it each batch's gradients are copied on the device (asynchronously) and the last
+copy is logged at the epoch's end (the length is then the longest epoch seen). An epoch cut short (a
 handler returned True from ``batch_end``) is logged at its last batch, at the epoch's end, from
 the gradient buffers when the update left them as they were.
 """
@@ -33,10 +34,18 @@ class ParamHistograms:
         self._done = False  # this epoch's histograms are logged
         self._stash: Dict[str, Any] = {}
         self._stash_at = -1
+        self._len_known = False
 
-    def train_begin(self, estimator: Any, step: int) -> None:
+    def train_begin(self, estimator: Any, step: int, epoch_len: Optional[int] = None) -> None:
+        """``epoch_len``: batches an epoch, when the training data can say (``len(loader)``)."""
         self._est, self._fit_first = estimator, step
-        self._epoch_len, self._chosen = None, None
+        self._epoch_len, self._chosen = epoch_len, None
+        self._len_known = epoch_len is not None
+
+    @property
+    def last_logged(self) -> int:
+        """The global batch index whose gradients were logged (or stashed) last; -1: none."""
+        return self._grads_at
 
     def epoch_begin(self) -> None:
         self._done = False
@@ -87,8 +96,8 @@ class ParamHistograms:
                                    "them), its weight histograms are")
             self.log("weights", self._weights(), last)
         max_batch = getattr(self._est, "max_batch", None)
-        if not (max_batch and step - self._fit_first >= max_batch):  # a whole epoch: its length
-            self._epoch_len = in_epoch
+        if not self._len_known and not (max_batch and step - self._fit_first >= max_batch):
+            self._epoch_len = max(self._epoch_len or 0, in_epoch)  # an epoch cut short: not its length
         self._stash, self._stash_at = {}, -1
 
     def log(self, kind: str, arrays: Arrays, step: int) -> None:

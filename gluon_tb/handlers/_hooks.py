@@ -9,7 +9,7 @@ found on the stack at ``train_begin``, and is live only while that call is on th
 thread's stack. The first call of a hook outside its ``fit`` (a manual ``trainer.step``, the
 next ``fit`` with or without a handler) removes it, hands the objects their methods back and
 tells its owner (which closes its writers); a new handler's ``train_begin`` does the same to
-every dead hook it finds before it hooks anything itself.
+every dead hook of the process (on any trainer) before it hooks anything itself.
 
 The cost of that check is one walk up the calling thread's stack per hooked call (a few
 microseconds; ``trainer.step`` runs once per batch).
@@ -17,35 +17,43 @@ microseconds; ``trainer.step`` runs once per batch).
 from __future__ import annotations
 
 import sys
+import threading
+import weakref
 from typing import Any, Callable, Dict, Optional, Tuple
 
 _MARK = "_gluon_tb_wrap"  # attribute of our wrapper functions: the Wrap that made them
+_made: "weakref.WeakSet[Wrap]" = weakref.WeakSet()  # every wrap still in place
 
 
 class FitScope:
     """The ``Estimator.fit`` call of ``estimator`` that is running now (if it can be found).
 
-    ``alive()`` is True while that call is on the calling thread's stack and :meth:`end`
-    was not called. Without a ``fit`` on the stack (a handler driven by hand, as in unit
-    tests) the scope lives until :meth:`end`.
+    ``here()`` is True while that call is on the calling thread's stack and :meth:`end` was
+    not called; ``alive()`` while it is on its own thread's stack (another thread may ask).
+    Without a ``fit`` on the stack (a handler driven by hand, as in unit tests) the scope
+    lives until :meth:`end`.
     """
 
     def __init__(self, estimator: Any) -> None:
         self.frame = _find_fit_frame(estimator)
+        self.thread = threading.get_ident()
         self.ended = False
+        heal_all()  # a fit that raised, even on another estimator, closes its handler's writers now
+
+    def here(self) -> bool:
+        if self.ended:
+            return False
+        return self.frame is None or _on_stack(sys._getframe(1), self.frame)
 
     def alive(self) -> bool:
         if self.ended:
             return False
-        target = self.frame
-        if target is None:
+        if self.frame is None:
             return True
-        f = sys._getframe(1)
-        while f is not None:
-            if f is target:
-                return True
-            f = f.f_back
-        return False
+        if threading.get_ident() == self.thread:
+            return _on_stack(sys._getframe(1), self.frame)
+        top = sys._current_frames().get(self.thread)
+        return top is not None and _on_stack(top, self.frame)
 
     def fit_locals(self) -> Dict[str, Any]:
         """The local variables of the ``fit`` call (``event_handlers``, ``train_data``...)."""
@@ -54,6 +62,14 @@ class FitScope:
     def end(self) -> None:
         self.ended = True
         self.frame = None  # the frame holds fit's locals (the data loaders): let them go
+
+
+def _on_stack(f: Any, target: Any) -> bool:
+    while f is not None:
+        if f is target:
+            return True
+        f = f.f_back
+    return False
 
 
 def _find_fit_frame(estimator: Any) -> Any:
@@ -96,12 +112,14 @@ class Wrap:
             setattr(wrapped, _MARK, self)
             setattr(obj, name, wrapped)
             self._mine[name] = wrapped
+        _made.add(self)
 
     def live(self) -> bool:
-        """True while the scope lives; once it is dead, removes this wrap (and says so)."""
-        if self.scope is None or self.scope.alive():
+        """True inside the scope's ``fit``; once that is over, removes this wrap (and says so)."""
+        if self.scope is None or self.scope.here():
             return True
-        self.expire()
+        if not self.scope.alive():  # not merely a call from another thread during the fit
+            self.expire()
         return False
 
     def expire(self) -> None:
@@ -122,6 +140,15 @@ class Wrap:
                     heal(self.obj, name)  # what we had wrapped may be a wrap removed meanwhile
                 else:
                     delattr(self.obj, name)
+
+
+def heal_all() -> None:
+    """Expire every wrap whose ``fit`` is over (called when a new ``fit`` begins)."""
+    for w in list(_made):
+        if w.active and w.scope is not None and not w.scope.alive():
+            w.expire()
+        if not w.active:
+            _made.discard(w)
 
 
 def heal(obj: Any, name: str) -> None:
