@@ -268,3 +268,15 @@ def loss_total(losses: List[Any]) -> Tuple[Any, int]:
     for l in losses[1:]:
         total = total + l.sum().as_in_context(ctx)
     return total, sum(int(l.size) for l in losses)
+
+
+# ---------------------------------------------------------------- where counting starts
+def check_start(value: Any, name: str) -> Optional[int]:
+    """``initial_epoch=`` / ``initial_step=``: ``None`` (found) or an int >= 0."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be None or an int >= 0, got {describe(value)}")
+    if value < 0:
+        raise ValueError(f"{name} must be None or an int >= 0, got {value}")
+    return value

@@ -6,12 +6,13 @@ import os
 from typing import Any, Dict, Mapping, Optional, Union
 
 from ._base import (ON_ERROR, TRAIN, VALIDATION, ParamFilter, RunWriters, check_bool, check_choice,
-                    check_logdir, check_positive_number, param_selector, scores)
+                    check_logdir, check_positive_number, check_start, param_selector, scores)
 from ._dist import DISTRIBUTED, Worker, WorkerMean, detect, place
 from ._filters import check_conv_filters
 from ._health import GradHealth, HealthMonitor, check_grad_health
 from ._module_insight import ModuleFilters, ModuleProjector, executor_module, module_gradients
 from ._projector import Embeddings, check_embeddings
+from ._resume import ModuleSteps
 from ._schedule import Period, schedule
 
 __all__ = ["TensorBoardCallback"]
@@ -32,9 +33,12 @@ class TensorBoardCallback:
     Writes ``batch_<metric>`` in ``train`` every ``batch_period`` batches at the global batch
     index (from 0 across epochs); ``epoch_<metric>`` in ``train`` (from the epoch-wide
     values, which ``Speedometer(auto_reset=True)``'s ``reset_local()`` leaves intact) and in
-    ``validation`` at the epoch index; ``weights/<name>`` histograms on the
-    ``histogram_period`` schedule (by default of ``arg_params`` at each epoch end, at the
-    global index of the epoch's last batch); the module's symbol as the graph, once. The
+    ``validation`` at the epoch index. A ``fit(begin_epoch=E)`` resumed in a new process
+    continues both (batches at ``E`` times the batches per epoch), a second ``fit`` with the
+    same callback goes on after the first (``_resume.py``'s :class:`ModuleSteps`);
+    ``weights/<name>`` histograms on the ``histogram_period`` schedule (by default of
+    ``arg_params`` at each epoch end, at the global index of the epoch's last batch); the
+    module's symbol as the graph, once. The
     see-inside options log what :class:`TensorBoardHandler`'s do, under the same tags
     (``_module_insight.py`` says how they work on a symbol).
 
@@ -76,6 +80,13 @@ class TensorBoardCallback:
         grad_health: ``True`` or :class:`GradHealth` (without ``stop``: a callback cannot stop
             ``Module.fit``): ``grad_norm/``, ``weight_norm/``, ``update_ratio/`` scalars and the
             detectors on the ``histogram_period`` schedule.
+        initial_epoch: the epoch index at which the first ``fit`` starts; ``None``: its
+            ``begin_epoch``.
+        initial_step: the global batch index at which the first ``fit`` starts; ``None``: that
+            epoch times the batches per epoch of ``train_data`` (``len()``, a ``ResizeIter``'s
+            ``size``, an ``NDArrayIter``'s ``num_data``/``batch_size``), 0 when unknown. When
+            either is not 0, points that an earlier process logged at or after it are hidden
+            in TensorBoard (``purge_step``).
 
     Example with the see-inside options::
 
@@ -89,7 +100,8 @@ class TensorBoardCallback:
                  storage_options: Optional[Mapping[str, Any]] = None, histogram_period: Period = "epoch",
                  conv_filters: Union[bool, str] = False,
                  embeddings: Union[None, bool, int, Embeddings] = None,
-                 grad_health: Union[bool, GradHealth] = False) -> None:
+                 grad_health: Union[bool, GradHealth] = False, initial_epoch: Optional[int] = None,
+                 initial_step: Optional[int] = None) -> None:
         self._out = RunWriters(check_logdir(logdir), check_choice(on_error, "on_error", ON_ERROR),
                                check_positive_number(flush_secs, "flush_secs"), storage_options)
         self._every = schedule(batch_period, "batch_period")
@@ -98,7 +110,8 @@ class TensorBoardCallback:
         self._want = param_selector(params)
         self._graph = check_bool(graph, "graph")
         self._graph_done = False
-        self._step = 0  # global index of the next training batch
+        self._steps = ModuleSteps(check_start(initial_epoch, "initial_epoch"),
+                                  check_start(initial_step, "initial_step"))
         self._train_src: Any = None  # the training EvalMetric seen in the last batch
         self._dist_mode = check_choice(distributed, "distributed", DISTRIBUTED)
         self._worker: Optional[Worker] = None
@@ -128,16 +141,23 @@ class TensorBoardCallback:
         """``{detector: batch}`` of the ``grad_health`` detectors that fired (empty without it)."""
         return dict(self._health.fired) if self._health else {}
 
+    @property
+    def resumed_from(self) -> str:
+        """What the first ``fit``'s starting point was found from (``""``: it started at 0)."""
+        return self._steps.resumed_from
+
     def __call__(self, param: Any) -> None:
         """``batch_end_callback``: ``param`` is MXNet's ``BatchEndParam``."""
-        k = self._step
-        self._step += 1
         src = param.eval_metric
         self._train_src = src
         local = param.locals or {}
         module = local.get("self")
         if self._worker is None:
             self._join(module)
+        begins = param.nbatch == 0 and param.epoch == local.get("begin_epoch", -1)
+        if begins:
+            self._steps.fit_begins(local, self._out)  # before the first write: it may purge
+        k = self._steps.next_batch()
         if not self._graph_done:
             self._add_graph(getattr(module, "symbol", None))
         if src is not None and self._every.due(k):
@@ -145,7 +165,7 @@ class TensorBoardCallback:
                 self._out.write(TRAIN, "add_scalar", f"batch_{tag}", v, k)
         if module is None or self._out.muted:
             return
-        if param.nbatch == 0 and param.epoch == local.get("begin_epoch", param.epoch):
+        if begins:
             self._fit_begins(module, local)
         if self._filters:
             self._filters.see_batch(module, local.get("data_batch"))
@@ -157,6 +177,8 @@ class TensorBoardCallback:
     def epoch_end(self, epoch: int, symbol: Any = None, arg_params: Optional[Mapping[str, Any]] = None,
                   aux_params: Optional[Mapping[str, Any]] = None) -> None:
         """``epoch_end_callback``: train values of the epoch and weight histograms."""
+        last, epoch = epoch == self._last_epoch, self._steps.epoch(epoch)
+        self._steps.epoch_ended(epoch)
         if not self._graph_done and symbol is not None:
             self._add_graph(symbol)
         if self._train_src is not None:
@@ -166,7 +188,7 @@ class TensorBoardCallback:
             self._out.say_once("no-batches", "gluon_tb: pass the callback as batch_end_callback too, "
                                "or training values are not logged")
         if self._weights and self._hist.per_epoch and arg_params:
-            step = max(self._step - 1, 0)
+            step = max(self._steps.step - 1, 0)
             for name in sorted(arg_params):
                 if self._want(name):
                     self._out.write(TRAIN, "add_histogram", f"weights/{name}", arg_params[name], step)
@@ -174,11 +196,11 @@ class TensorBoardCallback:
             return
         if self._filters:
             self._filters.epoch_end(epoch, arg_params, aux_params)
-        if self._proj and epoch == self._last_epoch:  # validation leaves the weights as they are
+        if self._proj and last:  # validation leaves the weights as they are
             self._proj.log(epoch)
         elif self._proj:
             self._proj.epoch_end(epoch)
-        if epoch == self._last_epoch and (not self._has_eval or self._evals == 0):
+        if last and (not self._has_eval or self._evals == 0):
             self._fit_ends()  # no validation follows (or no eval_end to see it)
 
     def eval_end(self, param: Any) -> None:
@@ -186,7 +208,7 @@ class TensorBoardCallback:
         self._evals += 1
         if param.eval_metric is not None:
             for tag, v in self._shared(scores([param.eval_metric], use_global=True)):
-                self._out.write(VALIDATION, "add_scalar", f"epoch_{tag}", v, param.epoch)
+                self._out.write(VALIDATION, "add_scalar", f"epoch_{tag}", v, self._steps.epoch(param.epoch))
         if param.epoch == self._last_epoch and not self._out.muted:
             self._fit_ends()
 

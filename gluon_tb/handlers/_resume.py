@@ -21,11 +21,17 @@ checkpoint) are hidden by TensorBoard's purge: the first event file of the resum
 next epoch (see :class:`~gluon_tb.writer.SummaryWriter`'s ``purge_step``). One purge step per
 run: epoch-level points of ``train`` that the earlier process logged after its checkpoint
 stay visible when checkpoints are further apart than epochs (``epoch_period > 1``).
+
+``Module.fit`` (:class:`ModuleSteps`, for ``TensorBoardCallback``) has no checkpoint handler
+to ask: a resumed ``fit`` says ``begin_epoch=``, and the batch index is that epoch times the
+training ``DataIter``'s batches per epoch (:func:`batches_before`); the same purge follows.
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Optional
+import logging
+from typing import Any, Mapping, NamedTuple, Optional
 
+from ._base import TRAIN, VALIDATION
 from ._hooks import FitScope
 
 
@@ -80,3 +86,98 @@ def _from_optimizer(estimator: Any, scope: FitScope) -> Optional[Start]:
     if per_epoch > 0:
         epoch = done // per_epoch
     return Start(epoch, done, f"the optimizer's update count ({done})")
+
+
+# ---------------------------------------------------------------- Module.fit
+def batches_before(data: Any, epochs: int) -> Optional[int]:
+    """How many batches ``epochs`` whole epochs of the ``DataIter`` ``data`` make; ``None``: unknown.
+
+    ``len(data)`` when it has one; a ``ResizeIter``'s ``size``; an ``NDArrayIter``'s
+    ``num_data`` and ``batch_size`` by its ``last_batch_handle``: ``"pad"`` rounds the last
+    batch up, ``"discard"`` drops it, ``"roll_over"`` carries it into the next epoch (what
+    ``epochs`` epochs in one process make: ``epochs * num_data // batch_size``).
+    """
+    try:
+        n = len(data)
+    except TypeError:
+        n = None
+    if n is None and hasattr(data, "data_iter"):
+        n = getattr(data, "size", None)  # mx.io.ResizeIter
+    if isinstance(n, int) and not isinstance(n, bool):
+        return n * epochs if n > 0 else None
+    total, size = getattr(data, "num_data", None), getattr(data, "batch_size", None)
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (total, size)):
+        return None
+    handle = getattr(data, "last_batch_handle", "pad")
+    if handle == "pad":
+        return -(-total // size) * epochs
+    if handle == "discard":
+        return total // size * epochs
+    if handle == "roll_over":
+        return epochs * total // size
+    return None
+
+
+class ModuleSteps:
+    """The epoch and global batch indices of a ``TensorBoardCallback`` over its ``fit`` calls.
+
+    ``Module.fit`` numbers its epochs from ``begin_epoch`` and tells a callback nothing of
+    global batches. The callback's first ``fit`` starts at ``initial_epoch`` (else
+    ``begin_epoch``) and ``initial_step`` (else that epoch times ``train_data``'s batches per
+    epoch, see :func:`batches_before`); when it starts past 0, ``train`` is purged at the
+    step and ``validation`` at the epoch, as for the estimator. A later ``fit`` (or a refit
+    after one that raised) continues: its batches go on from the last one logged, its epochs
+    from ``max(begin_epoch, the epoch after the last one that ended)``.
+    """
+
+    def __init__(self, initial_epoch: Optional[int], initial_step: Optional[int]) -> None:
+        self._initial = (initial_epoch, initial_step)
+        self.step = 0  # global index of the next batch
+        self.next_epoch = 0  # the epoch after the last one that ended
+        self.shift = 0  # logged epoch - Module's epoch, for the running fit
+        self.fits = 0
+        self.resumed_from = ""  # what the first fit's starting point was found from
+
+    def fit_begins(self, fit_locals: Mapping[str, Any], out: Any) -> None:
+        """At the first batch of a ``fit`` (before anything is written): where it starts."""
+        begin = fit_locals.get("begin_epoch") or 0
+        self.fits += 1
+        if self.fits > 1:
+            self.shift = max(begin, self.next_epoch) - begin
+            return
+        initial_epoch, initial_step = self._initial
+        epoch = begin if initial_epoch is None else initial_epoch
+        step, source = initial_step, "initial_epoch/initial_step"
+        if initial_step is None and epoch:
+            data = fit_locals.get("train_data")
+            step = batches_before(data, epoch)
+            if step is None:
+                out.say_once("resume-len", f"gluon_tb: the batch steps start at 0 although fit starts at "
+                             f"epoch {epoch}: the batches per epoch of {type(data).__name__} are unknown; "
+                             f"pass TensorBoardCallback(initial_step=<epoch {epoch} x batches per epoch>) "
+                             "to continue them", logging.WARNING)
+            if initial_epoch is None:
+                known = "the length" if step is not None else "no known length"
+                source = f"begin_epoch={begin} and {known} of {type(data).__name__}"
+        self.shift, self.step = epoch - begin, step or 0
+        if self.step or epoch:
+            self.resumed_from = source
+            if self.step:  # a step of 0 (length unknown) would hide every earlier point
+                out.purge[TRAIN] = self.step
+            if epoch:
+                out.purge[VALIDATION] = epoch
+            out.say_once("resume", f"gluon_tb: continuing at epoch {epoch}, batch {self.step} "
+                         f"(from {source})")
+
+    def next_batch(self) -> int:
+        """The global index of this batch (and count it)."""
+        k = self.step
+        self.step += 1
+        return k
+
+    def epoch(self, module_epoch: int) -> int:
+        """The logged index of Module's epoch ``module_epoch``."""
+        return module_epoch + self.shift
+
+    def epoch_ended(self, epoch: int) -> None:
+        self.next_epoch = max(self.next_epoch, epoch + 1)
