@@ -35,8 +35,7 @@ from mxnet.gluon.contrib.estimator.event_handler import BatchEnd, EpochBegin, Ep
 
 from ._base import (ON_ERROR, TRAIN, VALIDATION, FitScope, ParamFilter, RunWriters, Wrap, check_bool,
                     check_choice, check_hparams, check_logdir, check_positive_int,
-                    check_positive_number, param_selector, scores, wrap)
-from ..writer._convert import describe
+                    check_positive_number, check_start, param_selector, scores, wrap)
 from ._dist import DISTRIBUTED, Worker
 from ._epoch_values import EpochValues
 from ._filters import ConvFilters, check_conv_filters
@@ -57,16 +56,6 @@ def loader_length(data: Any) -> Optional[int]:
     except TypeError:
         return None
     return n if isinstance(n, int) and n > 0 else None
-
-
-def check_start(value: Any, name: str) -> Optional[int]:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be None or an int >= 0, got {describe(value)}")
-    if value < 0:
-        raise ValueError(f"{name} must be None or an int >= 0, got {value}")
-    return value
 
 
 class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
