@@ -75,3 +75,19 @@ def tensorboard(logdir: str, timeout: float = 90.0, load_fast: str = "false",
             proc.wait(10)
         err.close()
         os.unlink(err.name)
+
+
+def served_scalars(logdir: str, keys: Sequence[tuple], want_steps: Sequence[Sequence[int]],
+                   load_fast: str = "true", timeout: float = 60.0) -> dict:
+    """``{(run, tag): [(step, value)]}`` as a live TensorBoard serves them, once their steps are
+    ``want_steps`` (polled: the loader reloads every second) or ``timeout`` passed."""
+    with tensorboard(logdir, load_fast=load_fast) as tb:
+        deadline = time.time() + timeout
+        while True:
+            tags = tb.get("/data/plugin/scalars/tags")
+            got = {k: [(p[1], p[2]) for p in tb.get("/data/plugin/scalars/scalars", run=k[0], tag=k[1])]
+                   for k in keys if k[1] in tags.get(k[0], {})}
+            if [[s for s, _ in got.get(k, [])] for k in keys] == [list(s) for s in want_steps] \
+                    or time.time() > deadline:
+                return got
+            time.sleep(1)

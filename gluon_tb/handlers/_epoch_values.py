@@ -11,7 +11,7 @@ values are the mean over the workers (the throughput their sum), see ``_dist.py`
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Tuple
 
 from ._base import TRAIN, VALIDATION, FitScope, RunWriters, Wrap, is_loss, loss_total, scores, wrap
 from ._dist import Worker, WorkerMean, detect, place

@@ -80,7 +80,7 @@ class Pipeline(Worker):
         # the first look: wake_items queued, or as many scalars as the bound holds if fewer
         self._first_check = min(wake_items, max(1, max_queue_bytes // SCALAR_COST))
         self.nice = nice
-        self._files: Dict[Optional[str], EventFile] = {}
+        self._files: Dict[Optional[str], Any] = {}  # EventFile or RemoteEventFile by run
         self._pending: Dict[Optional[str], List[bytes]] = {}
         self.dropped = 0
         self._dropped_reported = 0
