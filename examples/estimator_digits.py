@@ -1,7 +1,7 @@
 """Train a small CNN on the shipped 8x8 digits with Gluon's Estimator, logged to TensorBoard.
 
     python examples/estimator_digits.py --logdir logs/estimator_digits --epochs 10
-    tensorboard --logdir logs/estimator_digits
+    tensorboard --logdir logs/estimator_digits   # .venv/bin/tensorboard after scripts/demo.sh
 
 Runs offline in a few seconds on 2 CPU cores.
 """
@@ -57,9 +57,19 @@ def main(argv=None) -> None:
         warnings.simplefilter("ignore", UserWarning)
         est.fit(train, val_data=val, epochs=args.epochs, event_handlers=[tb])
 
-    logdir = os.path.abspath(args.logdir)
-    print(f"TensorBoard logs written to {logdir} (runs: train, validation)")
-    print(f"View them with:\n    tensorboard --logdir {logdir}")
+    print(f"TensorBoard logs written to {os.path.abspath(args.logdir)} (runs: train, validation)")
+    print(f"View them with:\n    {tensorboard_command()} --logdir {args.logdir}")
+    print("then open the train and validation epoch curves at\n"
+          "    http://localhost:6006/#scalars&tagFilter=%5Eepoch_")
+
+
+def tensorboard_command() -> str:
+    """The ``tensorboard`` beside this Python (a venv's), as a path relative to here when it can be."""
+    exe = os.path.join(os.path.dirname(sys.executable), "tensorboard")
+    if not os.path.exists(exe):
+        return "tensorboard"
+    rel = os.path.relpath(exe)
+    return rel if not rel.startswith("..") else exe
 
 
 if __name__ == "__main__":

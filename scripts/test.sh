@@ -1,9 +1,31 @@
 #!/usr/bin/env bash
 # Runs the whole test suite in its own virtual environment (.venv), installing everything it needs.
+# Each step says what it does before it starts; long ones print a line every 30 s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-EXTRAS=test
-. scripts/_venv.sh
-bash scripts/install_browser.sh
-bash scripts/install_horovod.sh .venv/bin/python  # ~5 min the first time: builds from source
+
+# run "what" cmd...: says what, runs cmd, prints the elapsed time every 30 s and when done
+run() {
+  local what="$1"; shift
+  local t0=$SECONDS
+  echo "== $what"
+  "$@" &
+  local pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    for _ in $(seq 30); do sleep 1; kill -0 "$pid" 2>/dev/null || break; done
+    kill -0 "$pid" 2>/dev/null && echo "   ... still running ($((SECONDS - t0)) s)"
+  done
+  wait "$pid"
+  echo "   done in $((SECONDS - t0)) s"
+}
+
+echo "gluon_tb tests: 4 steps. The first time about 10 minutes (most of it building Horovod);"
+echo "later runs skip what is installed and take about 4 minutes."
+run "1/4 Python packages into .venv (MXNet, TensorBoard, test tools; skipped when installed)" \
+  bash -c 'EXTRAS=test; set -euo pipefail; . scripts/_venv.sh'
+run "2/4 Chromium for the browser tests, from Debian's packages with apt-get (needs root or sudo; skipped when /usr/bin/chromium exists)" \
+  bash scripts/install_browser.sh
+run "3/4 Horovod 0.28.1 for the distributed tests, built from source against MXNet (about 5 minutes the first time; pip caches the wheel)" \
+  bash scripts/install_horovod.sh .venv/bin/python
+echo "== 4/4 pytest"
 exec .venv/bin/python -m pytest -q "$@"
