@@ -115,7 +115,7 @@ def test_no_file_until_something_is_logged(tmp_path):
     w = SummaryWriter(tmp_path / "run")
     w.flush()
     w.close()
-    assert not (tmp_path / "run").exists()
+    assert os.listdir(tmp_path / "run") == []  # the directory (as mxboard), but no event file
 
 
 def test_flush_waits_until_everything_is_on_disk(tmp_path):
@@ -165,10 +165,61 @@ def test_export_scalars_reads_back_what_was_written(tmp_path):
     with SummaryWriter(tmp_path / "logs") as w:
         w.add_scalar("a", 1.0, 1, walltime=10.0)
         w.add_scalar("c", {"x": 2.0}, 2, walltime=11.0)
+        w.add_scalar("c", ("y", 3.0), 2, walltime=12.0)
+        w.add_scalar("g/h", ["z", 4.0], 3, walltime=13.0)
+        w.add_scalars("m/n", {"p": 5.0}, 4, walltime=14.0)
+        w.add_scalar("c", 6.0, walltime=15.0)  # no step: 0
         w.export_scalars(str(out))
     data = json.loads(out.read_text())
-    base = str(tmp_path / "logs")
-    assert data == {base + "/a": [[10.0, 1, 1.0]], base + "/c/x/c": [[11.0, 2, 2.0]]}
+    base = w.get_logdir()
+    assert base == str(tmp_path / "logs")
+    # mxboard's keys: get_logdir() + '/' + tag, and + '/' + tag + '/' + name for named curves
+    assert data == {base + "/a": [[10.0, 1, 1.0]], base + "/c": [[15.0, 0, 6.0]],
+                    base + "/c/x": [[11.0, 2, 2.0]], base + "/c/y": [[12.0, 2, 3.0]],
+                    base + "/g/h/z": [[13.0, 3, 4.0]], base + "/m_n_p": [[14.0, 4, 5.0]]}
+
+
+def test_export_scalars_keeps_the_logdir_as_given(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with SummaryWriter("logs/") as w:  # relative, trailing slash: mxboard joins with '/'
+        w.add_scalar("a", 1.0, 1, walltime=1.0)
+        w.add_scalar("b", {"x": 2.0}, 1, walltime=1.0)
+        w.export_scalars("s.json")
+    assert json.loads((tmp_path / "s.json").read_text()) == {
+        "logs//a": [[1.0, 1, 1.0]], "logs//b/x": [[1.0, 1, 2.0]]}
+
+
+def test_logdir_exists_when_the_constructor_returns_and_holds_no_empty_file(tmp_path):
+    logdir = tmp_path / "a" / "b" / "run"
+    w = SummaryWriter(logdir)
+    assert logdir.is_dir() and os.listdir(logdir) == []  # mxboard's scripts save files here at once
+    (logdir / "config.json").write_text("{}")
+    w.close()
+    assert os.listdir(logdir) == ["config.json"]  # closed without a write: still no event file
+    w2 = SummaryWriter(logdir)  # an existing directory is fine
+    w2.add_scalar("s", 1.0, 0)
+    w2.close()
+    assert readback.scalars(str(logdir), ".", "s") == [(0, 1.0)]
+
+
+def test_logdir_that_cannot_be_made_is_an_error_at_the_first_write_not_the_constructor(tmp_path):
+    (tmp_path / "f").write_text("a file in the way")
+    logdir = str(tmp_path / "f" / "run")
+    w = SummaryWriter(logdir)  # like a read-only parent: the handlers' error policy wraps the writes
+    w.add_scalar("s", 1.0, 0)
+    with pytest.raises(NotADirectoryError, match=f"cannot create an event file in {re.escape(logdir)}"):
+        w.flush()
+    w.add_scalar("s", 2.0, 1)  # the writer goes on taking calls, and fails again at the next write
+    with pytest.raises(NotADirectoryError, match="cannot create an event file in"):
+        w.close()
+
+
+def test_url_logdir_makes_no_local_directory(tmp_path, monkeypatch):
+    pytest.importorskip("fsspec")
+    monkeypatch.chdir(tmp_path)
+    with SummaryWriter("memory://gluon_tb_test_a2/run") as w:
+        w.add_scalar("s", 1.0, 0)
+    assert os.listdir(tmp_path) == []
 
 
 def test_files_follow_the_umask(tmp_path):

@@ -1,7 +1,7 @@
-"""A minimal reader of the scalar events gluon_tb itself wrote (for ``export_scalars``)."""
+"""A minimal reader of the scalar events gluon_tb itself wrote, and ``export_scalars``."""
 from __future__ import annotations
 
-import os
+import json
 import struct
 from typing import Dict, Iterator, List, Optional, Tuple
 
@@ -46,11 +46,30 @@ def fields(buf: bytes) -> Iterator[Tuple[int, object]]:
             raise ValueError(f"unsupported wire type {wt}")
 
 
+def export_key(logdir: str, run: Optional[str], tag: str) -> str:
+    """mxboard's key of a scalar curve: ``<logdir>/<tag>`` for the writer's own run;
+    ``<logdir>/<run>`` for the run of a named curve (``<tag>/<name>``, mxboard's
+    ``add_scalar(tag, {name: v})``) or of ``add_scalars`` (``<main_tag>_<name>``),
+    whose events all carry ``tag``; ``<logdir>/<run>/<tag>`` for any other tag.
+    Joined with ``/`` as mxboard does, ``logdir`` as the caller gave it."""
+    if run is None:
+        return f"{logdir}/{tag}"
+    if run.startswith(tag + "/") or run.startswith(tag.replace("/", "_") + "_"):
+        return f"{logdir}/{run}"
+    return f"{logdir}/{run}/{tag}"
+
+
+def export_scalars(logdir: str, paths: Dict[Optional[str], str], out_path: str) -> None:
+    """Write :func:`scalars_of_files` as JSON to ``out_path`` (``SummaryWriter.export_scalars``)."""
+    out = scalars_of_files(logdir, paths)
+    with open(out_path, "w") as f:
+        json.dump(out, f)
+
+
 def scalars_of_files(logdir: str, paths: Dict[Optional[str], str]) -> Dict[str, List[list]]:
-    """``{run_dir/tag: [[wall_time, step, value], ...]}`` for every simple_value event."""
+    """``{export_key: [[wall_time, step, value], ...]}`` for every simple_value event."""
     out: Dict[str, List[list]] = {}
     for run, path in paths.items():
-        run_dir = logdir if run is None else os.path.join(logdir, run)
         with open(path, "rb") as f:
             for rec in read_records(f):
                 wall, step, summary = 0.0, 0, None
@@ -73,5 +92,5 @@ def scalars_of_files(logdir: str, paths: Dict[Optional[str], str]) -> Dict[str, 
                         elif vf == 2:
                             simple = vv
                     if tag is not None and simple is not None:
-                        out.setdefault(f"{run_dir}/{tag}", []).append([wall, step, simple])
+                        out.setdefault(export_key(logdir, run, tag), []).append([wall, step, simple])
     return out

@@ -1,11 +1,26 @@
-"""Run-directory names that cannot leave the log directory, and payload sizes."""
+"""Run directories (made at once, names that cannot leave the log directory), and payload sizes."""
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
 
 from ._convert import describe
+
+
+def make_logdir(path: str) -> bool:
+    """Create a local log directory now, as mxboard did; False when it cannot be.
+
+    Best effort: a read-only parent or a file in the way is not an error here but
+    at the first write, where ``EventFile`` raises it naming the directory (so a
+    handler's ``on_error="warn"`` policy, which wraps the writes, sees it too).
+    """
+    try:
+        os.makedirs(path, exist_ok=True)
+        return True
+    except (OSError, ValueError):  # ValueError: a NUL byte in the path
+        return False
 
 
 def check_run_name(name: Any, arg: str) -> str:

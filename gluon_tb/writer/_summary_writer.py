@@ -6,7 +6,6 @@ the background :class:`~._pipeline.Pipeline` does the rest.
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
@@ -22,7 +21,7 @@ from ._pipeline import Pipeline
 from ._pipeline import WriterClosedError
 from ._buffers import BufferPool
 from ._options import check_writer_args
-from ._runs import check_run_name, payload_nbytes
+from ._runs import check_run_name, make_logdir, payload_nbytes
 from ._scalar import mean_of, scalar_value
 
 Number = Union[int, float, np.number]
@@ -59,7 +58,11 @@ class SummaryWriter:
     writer thread, and no wait outlives it.
 
     Args:
-        logdir: directory of this run's event files (created on first write).
+        logdir: directory of this run's event files. A local one is created here,
+            like mxboard (files may be saved into :meth:`get_logdir` at once), when
+            it can be; if not (read-only parent...), the first write or ``flush()``
+            raises the error, naming the directory. Event files are opened on the
+            first write: no empty ones. A URL one is made by its file system.
         max_queue: pending events that wake the writer thread early.
         flush_secs: the most seconds an event waits in memory before it is
             written to the OS (and so survives a crash of this process).
@@ -106,6 +109,8 @@ class SummaryWriter:
         self._closed = False
         self._close_lock = threading.Lock()
         self._projector: List[Any] = []  # embeddings of this run, touched by the worker only
+        if self._p._store is None:
+            make_logdir(self._p.logdir)
         _lifecycle.register(self)
         if purge_step is not None:
             # TensorBoard purges at a SessionLog.START only when it has seen an earlier START
@@ -398,14 +403,16 @@ class SummaryWriter:
     # ------------------------------------------------------------ mxboard extras
     def export_scalars(self, path: str) -> None:
         """Write every scalar this writer logged so far to a JSON file
-        ``{run_dir/tag: [[wall_time, step, value], ...]}`` (mxboard's format).
+        ``{key: [[wall_time, step, value], ...]}`` with mxboard's keys:
+        ``<logdir>/<tag>`` for ``add_scalar(tag, number)``, ``<logdir>/<tag>/<name>``
+        for each curve of ``add_scalar(tag, (name, value))`` or ``{name: value}``
+        (``<logdir>`` as :meth:`get_logdir` returns it; ``add_scalars`` curves:
+        ``<logdir>/<main_tag>_<name>``). A step not given is 0 (mxboard wrote ``null``).
         Read back from the event files, so keeping it costs no memory."""
-        from ._readback import scalars_of_files
+        from ._readback import export_scalars
 
         self.flush()
-        out = scalars_of_files(self._logdir, self._p.event_paths())
-        with open(path, "w") as f:
-            json.dump(out, f)
+        export_scalars(self._logdir, self._p.event_paths(), path)
 
     def clear_scalar_dict(self) -> None:
         """Kept for mxboard compatibility: nothing is held in memory to clear."""
