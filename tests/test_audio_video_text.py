@@ -10,7 +10,7 @@ from PIL import Image, ImageSequence
 
 import readback
 from gluon_tb.writer._audio import build_audio, capture_audio
-from gluon_tb.writer._image import make_image_grid
+from gluon_tb.writer._image import tile_images
 from gluon_tb.writer._text import MAX_TEXT_BYTES, build_text, capture_text
 from gluon_tb.writer._video import build_video, capture_video
 
@@ -126,7 +126,7 @@ def test_video_batch_tiled_per_frame(tmp_path):
     img = read_gif(tmp_path, capture_video(x))
     assert img.n_frames == 3
     for t, f in enumerate(ImageSequence.Iterator(img)):
-        np.testing.assert_array_equal(np.asarray(f.convert("L")), make_image_grid(x[:, t])[:, :, 0])
+        np.testing.assert_array_equal(np.asarray(f.convert("L")), tile_images(x[:, t])[:, :, 0])
 
 
 def test_video_rgb_float_and_rgba(tmp_path):

@@ -1,4 +1,5 @@
-"""Images: capture_image(s)/build_image and make_image_grid, read back through TensorBoard."""
+"""Images: capture_image(s)/build_image and tile_images, read back through TensorBoard;
+the public make_image_grid (mxboard's contract)."""
 from __future__ import annotations
 
 import io
@@ -13,8 +14,9 @@ from gluon_tb.writer._image import (
     build_image,
     capture_image,
     capture_images,
-    make_image_grid,
+    tile_images,
 )
+from gluon_tb import make_image_grid
 
 
 def read_png(logdir, tag="img"):
@@ -74,7 +76,7 @@ def test_float_scaled_rounded_and_colorspace(tmp_path):
 def test_batch_grid_exact(tmp_path):
     x = np.random.default_rng(2).integers(0, 256, (5, 3, 4, 6), dtype=np.uint8)
     px = roundtrip(tmp_path, capture_images(x))
-    np.testing.assert_array_equal(px, make_image_grid(x))
+    np.testing.assert_array_equal(px, tile_images(x))
     assert px.shape == (2 * (4 + 2) + 2, 3 * (6 + 2) + 2, 3)  # 3 per row, 2 rows
     np.testing.assert_array_equal(px[2:6, 10:16], x[1].transpose(1, 2, 0))
 
@@ -82,10 +84,10 @@ def test_batch_grid_exact(tmp_path):
 def test_batch_nhwc_nhw_and_max_images(tmp_path):
     x = np.random.default_rng(3).integers(0, 256, (9, 5, 6, 3), dtype=np.uint8)
     px = roundtrip(tmp_path / "a", capture_images(x, max_images=4))
-    np.testing.assert_array_equal(px, make_image_grid(x[:4].transpose(0, 3, 1, 2)))
+    np.testing.assert_array_equal(px, tile_images(x[:4].transpose(0, 3, 1, 2)))
     g = np.random.default_rng(4).integers(0, 256, (4, 5, 5), dtype=np.uint8)
     px = roundtrip(tmp_path / "b", capture_images(g))  # 3-D batch: NHW
-    np.testing.assert_array_equal(px, make_image_grid(g[:, None])[:, :, 0])
+    np.testing.assert_array_equal(px, tile_images(g[:, None])[:, :, 0])
 
 
 def test_image_4d_is_a_grid_like_mxboard(tmp_path):
@@ -137,7 +139,7 @@ def test_real_mxnet_ndarray(tmp_path):
     px = roundtrip(tmp_path, p)
     expected = np.floor((np.arange(16) / 47).astype(np.float32) * np.float32(255) + np.float32(0.5))
     np.testing.assert_array_equal(px[:, :, 0].ravel(), expected)
-    assert make_image_grid(mx.nd.zeros((2, 1, 3, 3))).shape == (7, 12, 1)
+    assert tile_images(mx.nd.zeros((2, 1, 3, 3))).shape == (7, 12, 1)
 
 
 def test_caller_cost_is_a_copy():
@@ -152,18 +154,18 @@ def test_caller_cost_is_a_copy():
     assert np.median(ts) < 0.5e-3
 
 
-# ---------------------------------------------------------------- make_image_grid
-def test_make_image_grid_layout():
+# ---------------------------------------------------------------- tile_images (add_image's grids)
+def test_tile_images_layout():
     x = np.arange(1, 7, dtype=np.float32).reshape(6, 1, 1, 1) * np.ones((6, 1, 2, 3), np.float32)
-    g = make_image_grid(x, padding=1, pad_value=-1)
+    g = tile_images(x, padding=1, pad_value=-1)
     assert g.shape == (2 * 3 + 1, 3 * 4 + 1, 1) and g.dtype == np.float32
     assert g[1, 1, 0] == 1 and g[1, 5, 0] == 2 and g[4, 1, 0] == 4 and g[4, 9, 0] == 6
     assert g[0, 0, 0] == -1 and g[3, 1, 0] == -1
-    assert make_image_grid(x, nrow=6, padding=0).shape == (2, 18, 1)
-    assert make_image_grid(x, nrow=100, padding=0).shape == (2, 18, 1)
-    assert make_image_grid(x[:1]).shape == (2, 3, 1)  # one image: no padding
-    assert make_image_grid(np.zeros((6, 3, 4, 4), np.uint8)).shape == (14, 20, 3)
-    assert make_image_grid(np.zeros((64, 3, 32, 32), np.uint8)).shape == (274, 274, 3)
+    assert tile_images(x, nrow=6, padding=0).shape == (2, 18, 1)
+    assert tile_images(x, nrow=100, padding=0).shape == (2, 18, 1)
+    assert tile_images(x[:1]).shape == (2, 3, 1)  # one image: no padding
+    assert tile_images(np.zeros((6, 3, 4, 4), np.uint8)).shape == (14, 20, 3)
+    assert tile_images(np.zeros((64, 3, 32, 32), np.uint8)).shape == (274, 274, 3)
 
 
 @pytest.mark.parametrize("kwargs,exc,word", [
@@ -173,9 +175,85 @@ def test_make_image_grid_layout():
     (dict(images=np.zeros((2, 1, 2, 2)), padding=-1), ValueError, "padding"),
     (dict(images="x"), TypeError, "images"),
 ])
-def test_make_image_grid_errors(kwargs, exc, word):
+def test_tile_images_errors(kwargs, exc, word):
     with pytest.raises(exc, match=word):
+        tile_images(**kwargs)
+
+
+# ---------------------------------------------------------------- make_image_grid: mxboard's
+def test_make_image_grid_is_mxboards_chw_8_per_row():
+    x = np.arange(1, 11, dtype=np.uint8).reshape(10, 1, 1, 1) * np.ones((10, 3, 4, 5), np.uint8)
+    g = make_image_grid(x)  # mxboard: nrow=8, padding=2, pad_value=0
+    assert g.shape == (3, 2 * (4 + 2) + 2, 8 * (5 + 2) + 2) and g.dtype == np.uint8
+    for k in range(10):
+        y, c = divmod(k, 8)
+        top, left = 2 + y * 6, 2 + c * 7
+        assert (g[:, top:top + 4, left:left + 5] == k + 1).all(), k
+    assert g[:, 8:, 2 + 2 * 7:].max() == 0  # the rest of the last row is padding
+    assert g[:, :2].max() == 0 and g[:, :, :2].max() == 0 and g[:, 6:8].max() == 0
+    assert make_image_grid(x, nrow=3, padding=0).shape == (3, 4 * 4, 3 * 5)
+    assert make_image_grid(x, nrow=100, padding=1).shape == (3, 4 + 2, 10 * 6 + 1)
+    assert make_image_grid(x[:3], nrow=2, square_image=True).shape == (3, 2 * 6 + 2, 2 * 7 + 2)
+    assert (make_image_grid(x[:2], pad_value=9)[:, 0] == 9).all()
+
+
+def test_make_image_grid_takes_hw_chw_and_gray_as_mxboard():
+    rng = np.random.default_rng(6)
+    hw = rng.random((4, 5), dtype=np.float32)
+    for one in (hw, hw[None], hw[None, None]):  # HW, 1HW, 11HW: one image, gray made RGB, no padding
+        g = make_image_grid(one)
+        assert g.shape == (3, 4, 5) and g.dtype == np.float32
+        for ch in g:
+            np.testing.assert_array_equal(ch, hw)
+    rgb = rng.random((3, 4, 5), dtype=np.float32)
+    np.testing.assert_array_equal(make_image_grid(rgb), rgb)
+    batch = make_image_grid(rng.random((2, 1, 4, 5), dtype=np.float32), padding=0)
+    assert batch.shape == (3, 4, 10) and (batch[0] == batch[2]).all()
+    listed = make_image_grid([rgb, rgb], padding=0)  # a list of images, as mxboard documented
+    np.testing.assert_array_equal(listed, np.concatenate([rgb, rgb], axis=2))
+    assert make_image_grid(rng.random((2, 4, 4, 5)), padding=0).shape == (4, 4, 10)  # RGBA
+
+
+def test_make_image_grid_normalize():
+    x = np.array([[[[0.0, 2.0]]], [[[4.0, 8.0]]]], np.float32)  # 2 gray 1x2 images
+    np.testing.assert_allclose(make_image_grid(x, normalize=True, padding=0)[0], [[0, .25, .5, 1]])
+    np.testing.assert_allclose(make_image_grid(x, normalize=True, scale_each=True, padding=0)[0],
+                               [[0, 1, 0, 1]])
+    np.testing.assert_allclose(make_image_grid(x, normalize=True, norm_range=(1, 5), padding=0)[0],
+                               [[0, .25, .75, 1]])
+    flat = make_image_grid(np.full((2, 2), 7, np.uint8), normalize=True)
+    assert flat.dtype == np.float32 and (flat == 0).all()  # mxboard: NaN
+    assert make_image_grid(x)[0, 0, 2] == 0.0  # normalize=False leaves the values alone
+
+
+def test_make_image_grid_ndarray_in_ndarray_out():
+    mx = pytest.importorskip("mxnet")
+    x = mx.nd.ones((3, 1, 2, 2), dtype="uint8")
+    g = make_image_grid(x, nrow=2)
+    assert isinstance(g, mx.nd.NDArray) and g.context == x.context and g.dtype == np.uint8
+    assert g.shape == (3, 2 * 4 + 2, 2 * 4 + 2) and int(g.sum().asscalar()) == 3 * 3 * 4
+
+
+@pytest.mark.parametrize("kwargs,exc,words", [
+    (dict(tensor=np.zeros(5)), ValueError, ["tensor", "2-D (HW), 3-D (CHW) or 4-D (NCHW)", "(5,)"]),
+    (dict(tensor=np.zeros((2, 8, 8, 3))), ValueError, ["tensor", "1, 3 or 4 channels", "(2, 8, 8, 3)"]),
+    (dict(tensor=np.zeros((0, 3, 2, 2))), ValueError, ["tensor", "at least one image"]),
+    (dict(tensor=[np.zeros((2, 2)), np.zeros((3, 3))]), ValueError, ["tensor", "one shape"]),
+    (dict(tensor="x"), TypeError, ["tensor", "str"]),
+    (dict(tensor=np.zeros((2, 2)), nrow=0), ValueError, ["nrow", ">= 1", "0"]),
+    (dict(tensor=np.zeros((2, 2)), nrow=2.0), TypeError, ["nrow", "float"]),
+    (dict(tensor=np.zeros((2, 2)), padding=-1), ValueError, ["padding", "-1"]),
+    (dict(tensor=np.zeros((2, 2)), normalize="yes"), TypeError, ["normalize", "True or False"]),
+    (dict(tensor=np.zeros((2, 2)), normalize=True, norm_range=5), TypeError, ["norm_range", "(min, max)"]),
+    (dict(tensor=np.zeros((2, 2)), normalize=True, norm_range=(2, 1)), ValueError, ["norm_range", "(2, 1)"]),
+    (dict(tensor=np.zeros((2, 2)), pad_value="0"), TypeError, ["pad_value", "str"]),
+    (dict(tensor=np.zeros((2, 1, 2, 2), np.uint8), pad_value=-1), ValueError, ["pad_value", "uint8", "-1"]),
+])
+def test_make_image_grid_errors_name_the_argument(kwargs, exc, words):
+    with pytest.raises(exc) as e:
         make_image_grid(**kwargs)
+    for w in words:
+        assert w in str(e.value), (w, str(e.value))
 
 
 # ---------------------------------------------------------------- bad and odd inputs

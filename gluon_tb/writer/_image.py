@@ -206,7 +206,7 @@ def to_nchw(arr: np.ndarray, layout: str) -> np.ndarray:
 def image_hwc(payload: ImagePayload, name: str = "image") -> np.ndarray:
     """The payload as one uint8 H×W×C image (a grid for a batch)."""
     arr = to_numpy(payload.array, name)
-    return make_image_grid(to_uint8(to_nchw(arr, payload.layout)))
+    return tile_images(to_uint8(to_nchw(arr, payload.layout)))
 
 
 def build_image(tag: str, payload: ImagePayload) -> bytes:
@@ -216,9 +216,11 @@ def build_image(tag: str, payload: ImagePayload) -> bytes:
     return _proto.value(tag, image=_proto.image(h, w, c, encode_png(hwc)))
 
 
-def make_image_grid(images: Any, nrow: Optional[int] = None, padding: int = 2,
-                    pad_value: float = 0) -> np.ndarray:
-    """Tile an N×C×H×W batch into one H×W×C image, like torchvision's ``make_grid``.
+def tile_images(images: Any, nrow: Optional[int] = None, padding: int = 2,
+                pad_value: float = 0) -> np.ndarray:
+    """Tile an N×C×H×W batch into one H×W×C image: the grids of ``add_image(s)`` and video.
+
+    Not mxboard's ``make_image_grid`` (``_grid.py``: C×H×W, 8 per row, gray made RGB).
 
     ``nrow`` is the number of images per row; ``None`` gives a square-ish grid
     (``ceil(sqrt(N))`` per row). Images are separated and framed by ``padding``
@@ -226,7 +228,7 @@ def make_image_grid(images: Any, nrow: Optional[int] = None, padding: int = 2,
     result has the input's dtype (numpy or NDArray in; an NDArray is read with
     ``asnumpy()``, which waits for MXNet).
 
-    >>> make_image_grid(np.zeros((6, 3, 4, 4), np.uint8)).shape
+    >>> tile_images(np.zeros((6, 3, 4, 4), np.uint8)).shape
     (14, 20, 3)
     """
     arr = to_numpy(images, "images")

@@ -3,7 +3,7 @@
 TensorBoard's images dashboard shows GIFs (it sniffs the image format), as
 tensorboardX's ``add_video`` relies on. Shapes are ``(T, C, H, W)`` for one
 clip or ``(N, T, C, H, W)`` for N clips, tiled side by side in every frame with
-:func:`make_image_grid`. C is 1 (gray), 3 (RGB) or 4 (RGBA: GIF has no alpha
+:func:`~._image.tile_images`. C is 1 (gray), 3 (RGB) or 4 (RGBA: GIF has no alpha
 channel, so alpha is dropped). Values follow the images' policy (floats in
 [0, 1], NaN -> 0; uint8 as is; other ints clipped to 0..255).
 
@@ -22,7 +22,7 @@ import numpy as np
 
 from . import _proto
 from ._convert import describe, to_numpy
-from ._image import check_channels, array_nbytes, check_array, make_image_grid, snapshot, to_uint8
+from ._image import check_channels, array_nbytes, check_array, snapshot, tile_images, to_uint8
 
 
 class VideoPayload(NamedTuple):
@@ -76,6 +76,6 @@ def build_video(tag: str, payload: VideoPayload) -> bytes:
     if arr.ndim == 4:
         arr = arr[None]
     arr = to_uint8(arr[:, :, :3])  # GIF has no alpha channel: drop it
-    frames = np.stack([make_image_grid(arr[:, t]) for t in range(arr.shape[1])])
+    frames = np.stack([tile_images(arr[:, t]) for t in range(arr.shape[1])])
     _, h, w, c = frames.shape
     return _proto.value(tag, image=_proto.image(h, w, c, encode_gif(frames, payload.fps)))
