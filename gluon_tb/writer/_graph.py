@@ -5,19 +5,14 @@
 returns is plain Python. ``build_graph(payload)`` runs on the worker and encodes
 the ``GraphDef`` with :mod:`._proto`; the writer wraps it in an ``Event``.
 
-Node names are MXNet's names turned into TensorBoard name scopes:
+Node names become TensorBoard name scopes that follow the model's structure
+(:mod:`._graph_scopes` states the rule): a Gluon block's by its block tree
+(``hybridsequential0_dense0_fwd`` -> ``hybridsequential0/dense0/fwd``), a bare
+Symbol's by the structure of its names, one group per layer with its parameters
+(``conv_1/weight``, ``conv_1/conv_1``) inside the parts that mix operators
+(``stage1/unit1/bn1/gamma``).
 
-* for a Gluon block, by the block tree: a node belongs to the deepest block
-  whose ``prefix`` starts its name, so ``hybridsequential0_dense0_fwd`` becomes
-  ``hybridsequential0/dense0/fwd``;
-* for a bare Symbol, by shared prefixes: the name is cut at an ``_`` when the
-  part before it is shared by at least two nodes, one of them an operator
-  (``fc1_weight``, ``fc1_bias`` and ``fc1`` share ``fc1``, so they become
-  ``fc1/weight``, ``fc1/bias`` and ``fc1/fc1``).
-
-A node whose name is also the scope of other nodes moves inside that scope
-(``fc1`` -> ``fc1/fc1``), since TensorBoard cannot draw a node and a group under
-one name. Data inputs have op ``Placeholder``, parameters and auxiliary states
+Data inputs have op ``Placeholder``, parameters and auxiliary states
 op ``Variable``; the ``k``-th output (``k > 0``) of a node is ``name:k``.
 """
 from __future__ import annotations
@@ -25,10 +20,11 @@ from __future__ import annotations
 import json
 import numbers
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from . import _proto
 from ._convert import describe
+from ._graph_scopes import scoped_names
 
 __all__ = ["GraphPayload", "capture_graph", "build_graph"]
 
@@ -187,11 +183,8 @@ def build_graph(payload: GraphPayload) -> bytes:
     nodes = graph["nodes"]
     ops = [n["op"] for n in nodes]
     raw = [n["name"] for n in nodes]
-    if payload.scopes is not None:
-        scoped = [_scope_by_blocks(n, payload.scopes) for n in raw]
-    else:
-        scoped = _scope_by_prefixes(raw, [op != "null" for op in ops])
-    names = _unique(_out_of_scopes(scoped))
+    names = scoped_names(raw, ops, [[e[0] for e in n.get("inputs", [])] for n in nodes],
+                         payload.scopes)
     counts: Dict[str, int] = {}
     for n in raw:
         counts[n] = counts.get(n, 0) + 1
@@ -214,60 +207,3 @@ def build_graph(payload: GraphPayload) -> bytes:
         encoded.append(_proto.node_def(names[i], op, inputs, values))
     return _proto.graph_def(encoded)
 
-
-def _scope_by_blocks(name: str, scopes: Sequence[Tuple[str, str]]) -> str:
-    for prefix, path in scopes:  # longest prefix first
-        if name.startswith(prefix) and len(name) > len(prefix):
-            return f"{path}/{name[len(prefix):]}" if path else name[len(prefix):]
-    return name
-
-
-def _cuts(name: str) -> List[int]:
-    """Positions of the ``_`` that may end a scope (not leading, trailing or doubled)."""
-    return [i for i in range(1, len(name) - 1)
-            if name[i] == "_" and name[i - 1] != "_" and name[i + 1] != "_"]
-
-
-def _scope_by_prefixes(names: Sequence[str], is_op: Sequence[bool]) -> List[str]:
-    members: Dict[str, List[int]] = {}  # candidate scope -> the nodes under it
-    for j, name in enumerate(names):
-        for i in _cuts(name):
-            members.setdefault(name[:i], []).append(j)
-    for j, name in enumerate(names):  # a node named like a scope belongs to it
-        if name in members:
-            members[name].append(j)
-    scopes = {p for p, js in members.items() if len(js) >= 2 and any(is_op[j] for j in js)}
-    out = []
-    for name in names:
-        parts, start = [], 0
-        for i in _cuts(name):
-            if name[:i] in scopes:
-                parts.append(name[start:i])
-                start = i + 1
-        parts.append(name[start:])
-        out.append("/".join(parts))
-    return out
-
-
-def _out_of_scopes(names: List[str]) -> List[str]:
-    """Move a node named like a scope of other nodes into it: ``fc1`` -> ``fc1/fc1``."""
-    scopes = {n[:i] for n in names for i in range(len(n)) if n[i] == "/"}
-    return [f"{n}/{n.rsplit('/', 1)[-1]}" if n in scopes else n for n in names]
-
-
-def _unique(names: List[str]) -> List[str]:
-    seen: Dict[str, int] = {}
-    out = []
-    taken = set(names)
-    for n in names:
-        if n in seen:
-            k = seen[n]
-            while f"{n}_{k}" in taken:
-                k += 1
-            seen[n] = k + 1
-            n = f"{n}_{k}"
-            taken.add(n)
-        else:
-            seen[n] = 1
-        out.append(n)
-    return out
