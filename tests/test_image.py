@@ -15,6 +15,7 @@ from gluon_tb.writer._image import (
     capture_image,
     capture_images,
     tile_images,
+    to_uint8,
 )
 from gluon_tb import make_image_grid
 
@@ -92,8 +93,13 @@ def test_batch_nhwc_nhw_and_max_images(tmp_path):
 
 def test_image_4d_is_a_grid_like_mxboard(tmp_path):
     x = np.random.default_rng(5).random((4, 3, 4, 4)).astype(np.float32)
-    px = roundtrip(tmp_path, capture_image(x))
-    assert px.shape == (14, 14, 3)
+    px = roundtrip(tmp_path / "a", capture_image(x))
+    assert px.shape == (8, 26, 3)  # mxboard's add_image: up to 8 per row, padding 2
+    np.testing.assert_array_equal(px, make_image_grid(to_uint8(x)).transpose(1, 2, 0))
+    u = np.random.default_rng(5).integers(0, 256, (10, 3, 4, 4), dtype=np.uint8)
+    px = roundtrip(tmp_path / "b", capture_image(u))
+    np.testing.assert_array_equal(px, make_image_grid(u).transpose(1, 2, 0))  # 8 + 2
+    assert roundtrip(tmp_path / "c", capture_images(u)).shape == (20, 26, 3)  # add_images: 4 per row, 3 rows
 
 
 # ---------------------------------------------------------------- copies, not views

@@ -35,6 +35,8 @@ PNG_COMPRESS_LEVEL = 1
 _SINGLE = ("HW", "CHW", "HWC")
 _BATCH = ("NCHW", "NHWC", "NHW")
 _CHANNELS = (1, 3, 4)
+#: images per row of ``add_image``'s grid of a batch, as mxboard's ``add_image`` (``add_images``: square-ish)
+MXBOARD_NROW = 8
 
 
 class ImagePayload(NamedTuple):
@@ -42,6 +44,7 @@ class ImagePayload(NamedTuple):
 
     array: Any  # a private numpy copy or an NDArray copy
     layout: str  # one of _SINGLE + _BATCH
+    nrow: Optional[int] = None  # images per grid row of a batch; None: ceil(sqrt(N))
 
     @property
     def nbytes(self) -> int:
@@ -153,7 +156,8 @@ def _layout(x: Any, shape: Tuple[int, ...], dataformats: Optional[str], name: st
 
 # ------------------------------------------------------------ capture (caller thread)
 def capture_image(image: Any, dataformats: Optional[str] = None) -> ImagePayload:
-    """Check and copy one image (or, for 4-D input as in mxboard, a batch to tile).
+    """Check and copy one image (or, for 4-D input as in mxboard, a batch to tile
+    ``MXBOARD_NROW`` per row, as mxboard's ``add_image``).
 
     ``dataformats`` is 'HW', 'CHW' or 'HWC' (or 'NCHW'/'NHWC'/'NHW' for a batch).
     ``None`` infers it: 2-D is HW; 3-D is CHW when ``shape[0]`` is 1, 3 or 4,
@@ -163,7 +167,7 @@ def capture_image(image: Any, dataformats: Optional[str] = None) -> ImagePayload
     """
     x, shape = check_array(image, "image")
     layout = _layout(x, shape, dataformats, "image", _SINGLE + _BATCH)
-    return ImagePayload(snapshot(x), layout)
+    return ImagePayload(snapshot(x), layout, MXBOARD_NROW if layout in _BATCH else None)
 
 
 def capture_images(images: Any, dataformats: Optional[str] = None,
@@ -206,7 +210,7 @@ def to_nchw(arr: np.ndarray, layout: str) -> np.ndarray:
 def image_hwc(payload: ImagePayload, name: str = "image") -> np.ndarray:
     """The payload as one uint8 H×W×C image (a grid for a batch)."""
     arr = to_numpy(payload.array, name)
-    return tile_images(to_uint8(to_nchw(arr, payload.layout)))
+    return tile_images(to_uint8(to_nchw(arr, payload.layout)), nrow=payload.nrow)
 
 
 def build_image(tag: str, payload: ImagePayload) -> bytes:

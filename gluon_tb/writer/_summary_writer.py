@@ -283,16 +283,17 @@ class SummaryWriter:
 
     def add_image(self, tag: str, image: Any, global_step: Optional[int] = None,
                   dataformats: Optional[str] = None, walltime: Optional[float] = None) -> None:
-        """One image (HW, CHW, HWC), or a batch (NCHW, NHWC) tiled into one grid.
-        Float values are taken in [0, 1], uint8 in [0, 255]."""
-        from ._image import build_image, capture_image, capture_images
+        """One image (HW, CHW, HWC), or a batch (NCHW, NHWC) tiled into one grid of
+        8 per row, as mxboard's (``add_images``: ``ceil(sqrt(N))`` per row).
+        Float values are taken in [0, 1], uint8 in [0, 255]; gray stays gray."""
+        from ._image import MXBOARD_NROW, build_image, capture_image, capture_images
 
         self._check()
         tag = check_tag(tag)
         ndim = len(getattr(image, "shape", ()))
         fmt = (dataformats or "").upper()
         if ndim == 4 or len(fmt) == 4:
-            payload = capture_images(image, dataformats=dataformats)
+            payload = capture_images(image, dataformats=dataformats)._replace(nrow=MXBOARD_NROW)
         else:
             payload = capture_image(image, dataformats=dataformats)
         self._queue(tag, build_image, payload, global_step, walltime)
