@@ -1,6 +1,7 @@
 """The graph summary: capture_graph/build_graph, read back with TensorBoard's protos and graphs plugin."""
 from __future__ import annotations
 
+import json
 import os
 import time
 
@@ -198,6 +199,283 @@ def test_symbol_with_auxiliary_states():
 def test_inconsistent_input_shapes_leave_shapes_out():
     nodes = by_name(parse(capture_graph(make_symbol(), input_shapes={"data": (4, 5)})))
     assert all("_output_shapes" not in n.attr for n in nodes.values())
+
+
+# ---------------------------------------------------------------- model-zoo symbols
+# Built here with the naming of the MXNet 1.x example symbols (image-classification/symbols:
+# inception-bn.py, vgg.py, resnet.py), since the published *-symbol.json files cannot be
+# downloaded in tests. Small channel counts: only the names and edges matter.
+S = mx.sym
+
+
+def conv_factory(x, nf, kernel, stride=(1, 1), pad=(0, 0), name="", suffix=""):
+    x = S.Convolution(x, num_filter=nf, kernel=kernel, stride=stride, pad=pad,
+                      name=f"conv_{name}{suffix}")
+    x = S.BatchNorm(x, fix_gamma=False, name=f"bn_{name}{suffix}")
+    return S.Activation(x, act_type="relu", name=f"relu_{name}{suffix}")
+
+
+def inception_unit(x, name, pool=None, stride=(1, 1)):
+    """InceptionFactoryA (``pool`` is "avg" or "max") or, with ``pool=None``, InceptionFactoryB."""
+    same = dict(kernel=(3, 3), pad=(1, 1))
+    a = conv_factory(x, 4, (1, 1), name=f"{name}_3x3", suffix="_reduce")
+    a = conv_factory(a, 4, stride=stride, name=f"{name}_3x3", **same)
+    b = conv_factory(x, 4, (1, 1), name=f"{name}_double_3x3", suffix="_reduce")
+    b = conv_factory(b, 4, name=f"{name}_double_3x3_0", **same)
+    b = conv_factory(b, 4, stride=stride, name=f"{name}_double_3x3_1", **same)
+    p = S.Pooling(x, stride=stride, pool_type=pool or "max",
+                  name=f"{pool}_pool_{name}_pool" if pool else f"max_pool_{name}_pool", **same)
+    if pool is None:
+        return S.Concat(a, b, p, name=f"ch_concat_{name}_chconcat")
+    one = conv_factory(x, 4, (1, 1), name=f"{name}_1x1")
+    proj = conv_factory(p, 4, (1, 1), name=f"{name}_proj")
+    return S.Concat(one, a, b, proj, name=f"ch_concat_{name}_chconcat")
+
+
+def inception_bn():
+    x = conv_factory(S.var("data"), 4, (7, 7), stride=(2, 2), pad=(3, 3), name="1")
+    x = S.Pooling(x, kernel=(3, 3), stride=(2, 2), pool_type="max", name="pool_1")
+    x = conv_factory(x, 4, (1, 1), name="2_red")
+    x = conv_factory(x, 4, (3, 3), pad=(1, 1), name="2")
+    x = S.Pooling(x, kernel=(3, 3), stride=(2, 2), pool_type="max", name="pool_2")
+    for unit in ("3a", "3b", "3c", "4a", "4b", "4c", "4d", "4e", "5a", "5b"):
+        if unit in ("3c", "4e"):
+            x = inception_unit(x, unit, stride=(2, 2))
+        else:
+            x = inception_unit(x, unit, pool="max" if unit == "5b" else "avg")
+    x = S.Pooling(x, kernel=(7, 7), pool_type="avg", name="global_pool")
+    x = S.FullyConnected(S.Flatten(x, name="flatten"), num_hidden=10, name="fc1")
+    return S.SoftmaxOutput(x, name="softmax")
+
+
+def vgg16():
+    x = S.var("data")
+    for i, n in enumerate([2, 2, 3, 3, 3], 1):
+        for j in range(1, n + 1):
+            x = S.Convolution(x, kernel=(3, 3), pad=(1, 1), num_filter=4, name=f"conv{i}_{j}")
+            x = S.Activation(x, act_type="relu", name=f"relu{i}_{j}")
+        x = S.Pooling(x, pool_type="max", kernel=(2, 2), stride=(2, 2), name=f"pool{i}")
+    x = S.Flatten(x, name="flatten")
+    for k in (6, 7):
+        x = S.FullyConnected(x, num_hidden=8, name=f"fc{k}")
+        x = S.Dropout(S.Activation(x, act_type="relu", name=f"relu{k}"), p=0.5, name=f"drop{k}")
+    return S.SoftmaxOutput(S.FullyConnected(x, num_hidden=10, name="fc8"), name="softmax")
+
+
+RESNET152_UNITS = (3, 8, 36, 3)
+
+
+def resnet152():
+    def bn(x, name):
+        return S.BatchNorm(x, fix_gamma=False, eps=2e-5, name=name)
+
+    def unit(x, nf, stride, dim_match, name):  # the bottleneck residual_unit
+        act1 = S.Activation(bn(x, name + "_bn1"), act_type="relu", name=name + "_relu1")
+        y = S.Convolution(act1, num_filter=nf, kernel=(1, 1), no_bias=True, name=name + "_conv1")
+        y = S.Activation(bn(y, name + "_bn2"), act_type="relu", name=name + "_relu2")
+        y = S.Convolution(y, num_filter=nf, kernel=(3, 3), stride=stride, pad=(1, 1),
+                          no_bias=True, name=name + "_conv2")
+        y = S.Activation(bn(y, name + "_bn3"), act_type="relu", name=name + "_relu3")
+        y = S.Convolution(y, num_filter=nf, kernel=(1, 1), no_bias=True, name=name + "_conv3")
+        short = x if dim_match else S.Convolution(act1, num_filter=nf, kernel=(1, 1), stride=stride,
+                                                  no_bias=True, name=name + "_sc")
+        return y + short  # named _plus<k>
+
+    x = S.identity(S.var("data"), name="id")
+    x = S.BatchNorm(x, fix_gamma=True, eps=2e-5, name="bn_data")
+    x = S.Convolution(x, num_filter=4, kernel=(7, 7), stride=(2, 2), pad=(3, 3), no_bias=True,
+                      name="conv0")
+    x = S.Activation(bn(x, "bn0"), act_type="relu", name="relu0")
+    x = S.Pooling(x, kernel=(3, 3), stride=(2, 2), pad=(1, 1), pool_type="max")
+    for i, n in enumerate(RESNET152_UNITS, 1):
+        for j in range(1, n + 1):
+            stride = (2, 2) if i > 1 and j == 1 else (1, 1)
+            x = unit(x, 4, stride, j > 1, f"stage{i}_unit{j}")
+    x = S.Activation(bn(x, "bn1"), act_type="relu", name="relu1")
+    x = S.Pooling(x, global_pool=True, kernel=(7, 7), pool_type="avg", name="pool1")
+    x = S.FullyConnected(S.Flatten(x), num_hidden=10, name="fc1")
+    return S.SoftmaxOutput(x, name="softmax")
+
+
+def gluon_resnet18():
+    net = mx.gluon.model_zoo.vision.resnet18_v1()  # no pretrained weights: builds offline
+    net.initialize()
+    net.hybridize()
+    net(mx.nd.ones((1, 3, 32, 32)))
+    return net
+
+
+def mlp():
+    net = nn.HybridSequential()  # prefix hybridsequential<k>_: the k depends on the process
+    with net.name_scope():
+        net.add(nn.Dense(8), nn.Dense(4))
+    net.initialize()
+    net.hybridize()
+    net(mx.nd.ones((2, 3)))
+    return net
+
+
+@pytest.fixture(scope="module")
+def zoo(tmp_path_factory):
+    """Each model logged with SummaryWriter.add_graph into its own run, and read back:
+    run -> (the model as logged, the GraphDef TensorBoard's reader returns)."""
+    from gluon_tb import SummaryWriter
+
+    from readback import multiplexer
+
+    resnet18, dense = gluon_resnet18(), mlp()
+    models = {"inception_bn": inception_bn(), "vgg16": vgg16(), "resnet152": resnet152(),
+              "resnet18": resnet18, "resnet18_symbol": resnet18._cached_graph[1],
+              "mlp": dense, "mlp_symbol": dense._cached_graph[1]}
+    logdir = tmp_path_factory.mktemp("zoo")
+    for run, model in models.items():
+        with SummaryWriter(str(logdir / run)) as w:
+            w.add_graph(model)
+    mux = multiplexer(str(logdir))
+    assert set(mux.Runs()) == set(models)
+    return {run: (model, mux.Graph(run)) for run, model in models.items()}
+
+
+def op_nodes(graph):
+    return [n for n in graph.node if n.op not in ("Variable", "Placeholder")]
+
+
+def top_groups(graph):
+    """Top-level group -> how many operator nodes it holds (a bare node counts as its own)."""
+    out = {}
+    for n in op_nodes(graph):
+        top = n.name.split("/", 1)[0]
+        out[top] = out.get(top, 0) + 1
+    return out
+
+
+def scope(name):
+    return name.rsplit("/", 1)[0] if "/" in name else ""
+
+
+def op_names(sym):
+    return {n["name"] for n in json.loads(sym.tojson())["nodes"] if n["op"] != "null"}
+
+
+def test_symbol_part_that_mixes_operators_is_a_scope():
+    """A prefix over layers of several kinds is a part even with one parametrised layer in it."""
+    x = S.var("data")
+    for b in ("block1", "block2"):
+        x = S.Convolution(x, num_filter=2, kernel=(3, 3), name=f"{b}_conv")
+        x = S.Pooling(S.relu(x, name=f"{b}_relu"), kernel=(2, 2), name=f"{b}_pool")
+    x = S.Activation(S.Activation(x, act_type="relu", name="act_1"), act_type="relu", name="act_2")
+    assert [n.name for n in parse(capture_graph(x)).node] == [
+        "data", "block1/conv/weight", "block1/conv/bias", "block1/conv/conv", "block1/relu",
+        "block1/pool", "block2/conv/weight", "block2/conv/bias", "block2/conv/conv", "block2/relu",
+        "block2/pool", "act_1", "act_2"]
+
+
+@pytest.mark.parametrize("run", ["inception_bn", "vgg16", "resnet152", "resnet18",
+                                 "resnet18_symbol", "mlp", "mlp_symbol"])
+def test_zoo_names_unique_and_inputs_resolve(zoo, run):
+    model, graph = zoo[run]
+    names = [n.name for n in graph.node]
+    assert len(names) == len(set(names))
+    sym = model if isinstance(model, mx.sym.Symbol) else model._cached_graph[1]
+    assert len(names) == len(json.loads(sym.tojson())["nodes"])
+    assert {i.split(":")[0] for n in graph.node for i in n.input} <= set(names)
+    # no node is also a group: TensorBoard could not draw both
+    groups = {name[:i] for name in names for i, c in enumerate(name) if c == "/"}
+    assert not groups & set(names)
+
+
+def test_inception_bn_is_grouped_by_layer(zoo):
+    model, graph = zoo["inception_bn"]
+    nodes = by_name(graph)
+    ops = op_nodes(graph)
+    assert len(ops) == 233
+    # one top-level entry per layer, named as the layer; before: 12 op-type groups, bn 69 ops
+    assert set(top_groups(graph)) == op_names(model)
+    assert max(top_groups(graph).values()) <= 0.05 * len(ops)
+    assert {k for k in nodes if k.startswith("bn_3a_double_3x3_0/")} == {
+        f"bn_3a_double_3x3_0/{p}" for p in
+        ("gamma", "beta", "moving_mean", "moving_var", "bn_3a_double_3x3_0")}
+    assert {k for k in nodes if k.startswith("ch_concat_3a_chconcat")} == {"ch_concat_3a_chconcat"}
+    assert "avg_pool_3a_pool" in nodes and "max_pool_3c_pool" in nodes
+    convs = [n for n in ops if n.op == "Convolution"]
+    assert len(convs) == 69
+    for conv in convs:  # weight, bias and the op share the layer's scope, and nothing else does
+        layer = conv.name.split("/")[0]
+        assert conv.name == f"{layer}/{layer}"
+        assert list(conv.input)[1:] == [f"{layer}/weight", f"{layer}/bias"]
+        assert {k for k in nodes if k.startswith(layer + "/")} == {
+            conv.name, f"{layer}/weight", f"{layer}/bias"}
+
+
+def test_vgg16_layers_are_not_split_at_their_index(zoo):
+    model, graph = zoo["vgg16"]
+    nodes = by_name(graph)
+    assert set(top_groups(graph)) == op_names(model)
+    for layer in ("conv1_1", "conv1_2", "conv5_3"):
+        assert {k for k in nodes if k.startswith(layer + "/")} == {
+            f"{layer}/weight", f"{layer}/bias", f"{layer}/{layer}"}
+    assert list(nodes["conv1_2/conv1_2"].input) == ["relu1_1", "conv1_2/weight", "conv1_2/bias"]
+    assert not [k for k in nodes if k.startswith(("conv1/", "relu1/"))]
+    assert {"relu1_1", "pool1", "fc8/fc8", "drop7", "softmax/label"} <= set(nodes)
+
+
+def test_resnet152_nests_stages_and_units(zoo):
+    _, graph = zoo["resnet152"]
+    nodes = by_name(graph)
+    n_units = sum(RESNET152_UNITS)
+    assert set(top_groups(graph)) == (
+        {"id", "bn_data", "conv0", "bn0", "relu0", "pooling0", "stage1", "stage2", "stage3",
+         "stage4", "bn1", "relu1", "pool1", "flatten0", "fc1", "softmax"}
+        | {f"_plus{k}" for k in range(n_units)})
+    assert top_groups(graph)["stage3"] == 36 * 9 + 1  # 36 x 3 x (bn, relu, conv), unit1_sc
+    for name, op in {
+        "stage1/unit1/bn1/gamma": "Variable",
+        "stage1/unit1/bn1/moving_var": "Variable",
+        "stage1/unit1/bn1/bn1": "BatchNorm",
+        "stage1/unit1/relu1": "Activation",
+        "stage1/unit1/conv1/weight": "Variable",
+        "stage1/unit1/conv1/conv1": "Convolution",
+        "stage1/unit1/sc/sc": "Convolution",
+        "stage3/unit36/conv3/weight": "Variable",
+        "bn_data/gamma": "Variable",  # was bn/data/gamma: bn_data is one layer
+        "bn_data/bn_data": "BatchNorm",
+        "conv0/conv0": "Convolution",
+        "fc1/fc1": "FullyConnected",
+    }.items():
+        assert nodes[name].op == op, name
+    assert list(nodes["stage1/unit1/conv1/conv1"].input) == [
+        "stage1/unit1/relu1", "stage1/unit1/conv1/weight"]
+    assert list(nodes["_plus0"].input) == ["stage1/unit1/conv3/conv3", "stage1/unit1/sc/sc"]
+
+
+def test_gluon_model_nests_by_blocks_and_its_symbol_agrees(zoo):
+    _, graph = zoo["resnet18"]
+    names = [n.name for n in graph.node]
+    # a Symbol exported from the block gets the very same names from its names alone
+    assert [n.name for n in zoo["resnet18_symbol"][1].node] == names
+    nodes = by_name(graph)
+    for name, op in {
+        "resnetv10/conv0/weight": "Variable",
+        "resnetv10/batchnorm0/running_mean": "Variable",
+        "resnetv10/relu0/fwd": "Activation",
+        "resnetv10/stage1/conv0/fwd": "Convolution",
+        "resnetv10/stage1/batchnorm0/gamma": "Variable",
+        "resnetv10/stage1/_plus0": "elemwise_add",
+        "resnetv10/stage2/conv2/fwd": "Convolution",  # the downsample of unit 1
+        "resnetv10/stage1/activation0": "Activation",
+        "resnetv10/dense0/fwd": "FullyConnected",
+    }.items():
+        assert nodes[name].op == op, name
+    assert {n.split("/")[0] for n in names} == {"data", "resnetv10"}
+
+
+def test_gluon_stack_of_one_kind_still_nests(zoo):
+    block, symbol = zoo["mlp"][1], zoo["mlp_symbol"][1]
+    p = zoo["mlp"][0].prefix.rstrip("_")
+    expected = ["data"] + [f"{p}/dense{k}/{leaf}"
+                           for k in (0, 1) for leaf in ("weight", "bias", "fwd")]
+    assert [n.name for n in block.node] == expected
+    assert [n.name for n in symbol.node] == expected
 
 
 # ---------------------------------------------------------------- TensorBoard reads it
