@@ -120,7 +120,7 @@ def make_image_grid(tensor: Any, nrow: int = 8, padding: int = 2, normalize: boo
     square_image = _check_bool(square_image, "square_image")
     if isinstance(pad_value, bool) or not isinstance(pad_value, numbers.Real):
         raise TypeError(f"pad_value must be a number, got {describe(pad_value)}")
-    ctx = getattr(tensor[0] if isinstance(tensor, (list, tuple)) and tensor else tensor, "context", None)
+    ctx = getattr(tensor[0] if isinstance(tensor, (list, tuple)) and tensor else tensor, "ctx", None)
     nd_out = is_ndarray(tensor) or (isinstance(tensor, (list, tuple)) and bool(tensor)
                                     and is_ndarray(tensor[0]))
     arr = _as_nchw(tensor)
