@@ -16,27 +16,31 @@ names present in the graph, in two steps:
    whose name is that layer's name, ``_`` and more joins the layer: ``conv_1_weight``
    and ``conv_1_bias`` feeding ``conv_1``, ``bn_1_gamma`` .. ``bn_1_moving_var`` feeding
    ``bn_1``, ``softmax_label`` feeding ``softmax``, ``dense0_weight`` feeding
-   ``dense0_fwd``. A layer with more than one node, or whose node has such a rest
-   (``fwd``), is a group: ``conv_1/weight``, ``conv_1/bias``, ``conv_1/conv_1``. Any other
-   variable (``data``) is a layer of its own. The rest of a name inside its layer is
-   never cut again (``moving_mean`` stays one word).
-2. *Parts.* A prefix of layer names that ends before an ``_`` becomes a scope when it is
-   shared by at least two distinct layers and
+   ``dense0_fwd``. Any other variable (``data``) is a layer of its own. A layer with
+   such a rest in it is a group: ``conv_1/weight``, ``conv_1/bias``, ``conv_1/conv_1``;
+   ``dense0/weight``, ``dense0/fwd``. The rest is never cut again (``moving_mean``).
+2. *Parts.* A prefix of layer names that ends before an ``_`` (the first of a doubled
+   ``_``: ``stage1__plus0`` -> ``stage1/_plus0``) becomes a scope when at least two
+   distinct layers are under it (the layers named ``<prefix>_...``, and the layer
+   named ``<prefix>`` if there is one) and
 
-   a. those layers hold at least two kinds of operator: a part of a model mixes
-      operators (``stage1_unit1_`` holds BatchNorm, Activation, Convolution), while a
-      prefix shared by one kind only names that kind (Inception-BN's ``conv_``,
-      ``bn_``, ``relu_``; VGG's ``conv1_`` of ``conv1_1`` and ``conv1_2``), or
-   b. at least two distinct words after it, each starting with a letter, name groups
-      themselves: Gluon's ``<prefix><block><index>_`` pattern, as in a stack of Dense
-      layers ``mlp0_dense0_{fwd,weight}``, ``mlp0_dense1_{fwd,weight}``. Words that
-      start with a digit are indices (VGG's ``1`` in ``conv1_1``), never parts.
+   a. those layers hold at least two kinds of operator (a lone variable counts as
+      one kind): a part of a model mixes operators (``stage1_unit1_`` holds
+      BatchNorm, Activation, Convolution; ``block1_`` a conv, a relu and a pool),
+      while a prefix over one kind only names that kind (Inception-BN's ``conv_``,
+      ``bn_``, ``relu_``, ``ch_concat_``; VGG's ``conv1_`` of ``conv1_1``, ``conv1_2``), or
+   b. at least two distinct words right after it, each starting with a letter, are
+      groups or scopes themselves: Gluon's ``<prefix><block><index>_`` pattern, as in
+      a stack of one kind ``mlp0_dense0_{fwd,weight}``, ``mlp0_dense1_{fwd,weight}``.
+      A word that starts with a digit is an index (VGG's ``1`` in ``conv1_1``,
+      Inception-BN's ``3a``) and does not count here.
 
    Scopes nest: ``stage1_unit1_conv1_weight`` becomes ``stage1/unit1/conv1/weight``.
 
-So Inception-BN keeps one group per layer (``conv_3a_1x1``, ``bn_3a_1x1``,
-``ch_concat_3a_chconcat``), VGG16 one per layer (``conv1_1``, ``conv1_2``), ResNet nests
-``stage<i>/unit<j>/<layer>`` and a Symbol exported from Gluon nests as its blocks do.
+So Inception-BN shows one top-level entry per layer (``conv_3a_1x1/{weight,bias,..}``,
+``bn_3a_1x1/{gamma,..}``, ``relu_3a_1x1``, ``ch_concat_3a_chconcat``), VGG16 too
+(``conv1_1``, ``conv1_2``), ResNet nests ``stage<i>/unit<j>/<layer>``, and a Symbol
+exported from a Gluon block gets the names the block itself gets.
 
 For both: a node whose name is also the scope of other nodes moves inside that scope
 (``fc1`` -> ``fc1/fc1``), since TensorBoard cannot draw a node and a group under one
