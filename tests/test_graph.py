@@ -298,7 +298,8 @@ def resnet152():
 
 
 def gluon_resnet18():
-    net = mx.gluon.model_zoo.vision.resnet18_v1()  # no pretrained weights: builds offline
+    # no pretrained weights: builds offline; prefix resnetv1<k>_, k counts earlier ones
+    net = mx.gluon.model_zoo.vision.resnet18_v1()
     net.initialize()
     net.hybridize()
     net(mx.nd.ones((1, 3, 32, 32)))
@@ -324,8 +325,9 @@ def zoo(tmp_path_factory):
     from readback import multiplexer
 
     resnet18, dense = gluon_resnet18(), mlp()
-    models = {"inception_bn": inception_bn(), "vgg16": vgg16(), "resnet152": resnet152(),
-              "resnet18": resnet18, "resnet18_symbol": resnet18._cached_graph[1],
+    with mx.name.NameManager():  # fresh counters: pooling0, _plus0 whatever ran before
+        symbols = {"inception_bn": inception_bn(), "vgg16": vgg16(), "resnet152": resnet152()}
+    models = {**symbols, "resnet18": resnet18, "resnet18_symbol": resnet18._cached_graph[1],
               "mlp": dense, "mlp_symbol": dense._cached_graph[1]}
     logdir = tmp_path_factory.mktemp("zoo")
     for run, model in models.items():
@@ -449,24 +451,25 @@ def test_resnet152_nests_stages_and_units(zoo):
 
 
 def test_gluon_model_nests_by_blocks_and_its_symbol_agrees(zoo):
-    _, graph = zoo["resnet18"]
+    net, graph = zoo["resnet18"]
+    p = net.prefix.rstrip("_")  # resnetv10 when it is the first in the process
     names = [n.name for n in graph.node]
     # a Symbol exported from the block gets the very same names from its names alone
     assert [n.name for n in zoo["resnet18_symbol"][1].node] == names
     nodes = by_name(graph)
     for name, op in {
-        "resnetv10/conv0/weight": "Variable",
-        "resnetv10/batchnorm0/running_mean": "Variable",
-        "resnetv10/relu0/fwd": "Activation",
-        "resnetv10/stage1/conv0/fwd": "Convolution",
-        "resnetv10/stage1/batchnorm0/gamma": "Variable",
-        "resnetv10/stage1/_plus0": "elemwise_add",
-        "resnetv10/stage2/conv2/fwd": "Convolution",  # the downsample of unit 1
-        "resnetv10/stage1/activation0": "Activation",
-        "resnetv10/dense0/fwd": "FullyConnected",
+        f"{p}/conv0/weight": "Variable",
+        f"{p}/batchnorm0/running_mean": "Variable",
+        f"{p}/relu0/fwd": "Activation",
+        f"{p}/stage1/conv0/fwd": "Convolution",
+        f"{p}/stage1/batchnorm0/gamma": "Variable",
+        f"{p}/stage1/_plus0": "elemwise_add",
+        f"{p}/stage2/conv2/fwd": "Convolution",  # the downsample of unit 1
+        f"{p}/stage1/activation0": "Activation",
+        f"{p}/dense0/fwd": "FullyConnected",
     }.items():
         assert nodes[name].op == op, name
-    assert {n.split("/")[0] for n in names} == {"data", "resnetv10"}
+    assert {n.split("/")[0] for n in names} == {"data", p}
 
 
 def test_gluon_stack_of_one_kind_still_nests(zoo):
