@@ -65,7 +65,11 @@ ROWS = [
      lambda d: readback.scalars(d, ".", "a/b c/ü") == [(1, 1.0)]),
     ("tag-10000-chars", lambda w: w.add_scalar("t" * 10000, 1.0), REJECT, (ValueError, "tag")),
     ("step-negative", lambda w: w.add_scalar("x", 1.0, -1), REJECT, (ValueError, "global_step")),
-    ("step-float", lambda w: w.add_scalar("x", 1.0, 1.5), REJECT, (TypeError, "global_step")),
+    ("step-float", lambda w: w.add_scalar("x", 1.0, 1.5), ACCEPT,  # truncated, as mxboard did
+     lambda d: readback.scalars(d, ".", "x") == [(1, 1.0)]),
+    ("step-float-nan", lambda w: w.add_scalar("x", 1.0, float("nan")), REJECT, (ValueError, "global_step")),
+    ("step-float-negative", lambda w: w.add_scalar("x", 1.0, -2.0), REJECT, (ValueError, "global_step")),
+    ("step-str", lambda w: w.add_scalar("x", 1.0, "3"), REJECT, (TypeError, "global_step")),
     ("step-none", lambda w: w.add_scalar("x", 1.0, None), ACCEPT,
      lambda d: readback.scalars(d, ".", "x") == [(0, 1.0)]),
     ("step-numpy-int", lambda w: w.add_scalar("x", 1.0, np.int64(7)), ACCEPT,

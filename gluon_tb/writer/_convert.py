@@ -5,7 +5,9 @@ so the writer works with numpy alone.
 """
 from __future__ import annotations
 
+import math
 import numbers
+import warnings
 from typing import Any, Optional
 
 import numpy as np
@@ -90,7 +92,11 @@ def check_tag(tag: Any, name: str = "tag") -> str:
 
 
 def check_step(step: Any, name: str = "global_step") -> Optional[int]:
-    """``None`` or a non-negative int (numpy and 0-d integer arrays accepted)."""
+    """``None`` or a non-negative int (numpy and 0-d integer arrays accepted).
+
+    A finite non-negative float is truncated with ``int()``, as mxboard did (its own scalar
+    demo passes ``global_step=x * 100``), with a ``UserWarning`` (shown once per calling line).
+    """
     if step is None:
         return None
     if type(step) is int:
@@ -103,6 +109,13 @@ def check_step(step: Any, name: str = "global_step") -> Optional[int]:
         return check_step(int(step), name)
     if isinstance(step, np.ndarray) and step.shape == () and step.dtype.kind in "iu":
         return check_step(int(step), name)
+    if isinstance(step, (float, np.floating)):
+        if not (math.isfinite(step) and step >= 0):
+            raise ValueError(f"{name} must be a non-negative int, got {step!r}")
+        # one message text: Python's default filter shows it once per calling line
+        warnings.warn(f"{name} is a float: it is truncated to an int (as mxboard did); pass an int",
+                      UserWarning, stacklevel=3)
+        return int(step)
     raise TypeError(f"{name} must be a non-negative int, got {describe(step)}")
 
 
