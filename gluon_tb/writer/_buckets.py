@@ -68,6 +68,19 @@ def _ceil_float(edge: float, ftype: type, strict: bool) -> float:
     return float(f)
 
 
+def _ceil_floats(edges: np.ndarray, ftype: type) -> np.ndarray:
+    """``_ceil_float`` of every edge (strict for the last: numpy's last bucket is closed),
+    in float64; vectorised: the loop of 1,549 scalar calls took 13 ms of the writer
+    thread's first default histogram, holding the GIL against the caller."""
+    with np.errstate(over="ignore"):
+        f = edges.astype(ftype)
+        f64 = f.astype(np.float64)
+        up = f64 < edges
+        up[-1] |= f64[-1] == edges[-1]
+        f = np.where(up, np.nextafter(f, ftype(np.inf)), f)
+    return f.astype(np.float64)
+
+
 @dataclass(frozen=True)
 class _Table:
     base: np.ndarray   # int64 [65536]: 1 + bucket of the cell's smallest value (0: below edges[0])
@@ -87,9 +100,7 @@ def cell_table(edges_bytes: bytes, dtype: str) -> Optional[_Table]:
     dt = np.dtype(dtype)
     ftype, utype = dt.type, _UINT[dt]
     nbits = dt.itemsize * 8
-    thr = [_ceil_float(e, ftype, False) for e in edges[:-1]]
-    thr.append(_ceil_float(edges[-1], ftype, True))  # numpy's last bucket is closed
-    t = np.array(thr, dtype=np.float64)
+    t = _ceil_floats(edges, ftype)
     shift = nbits - _CELL_BITS
     first = np.arange(1 << _CELL_BITS, dtype=np.uint64) << np.uint64(shift)
     last = first + np.uint64((1 << shift) - 1)
