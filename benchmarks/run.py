@@ -87,7 +87,7 @@ def med(results: List[dict], key: str) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--only", default="scalar,hist,hist_nd,images,mlp,memory")
+    ap.add_argument("--only", default="scalar,hist,hist_nd,images,mlp,memory,first_call")
     ap.add_argument("--quick", action="store_true", default=os.environ.get("QUICK", "") not in ("", "0"))
     ap.add_argument("--mxboard-protobuf", choices=["python", "upb"],
                     default=os.environ.get("MXBOARD_PROTOBUF", "python"))
@@ -155,19 +155,33 @@ def main() -> None:
         R["memory"] = rounds("memory", ["gluon_tb"], {"gluon_tb": 1},
                              {"gluon_tb": [f"n={n_m}", f"warm={n_m // 25}"]},
                              lambda w, d, r: _verify.check_scalars(d, n_m, values=False), a.mxboard_protobuf)
+    fc_md = ""
+    if "first_call" in only:  # its own table (bench_first_call.py): first add_* of each kind
+        import bench_first_call as fc
+
+        reps = 2 if q else 5
+        cfg["first_call"] = (f"the first add_* of each kind with numpy input in a fresh process, caller time; "
+                             f"{reps} processes per writer and kind")
+        log(f"== first_call: {cfg['first_call']}")
+        fc_writers = [w for w in ALL if fc.available(w)]
+        R_fc = fc.run_all(fc_writers, fc.KINDS, reps, mxboard_pb=a.mxboard_protobuf, progress=log)
+        fc_md = "## First calls (fresh process, numpy input, caller time)\n\n" + fc.table(R_fc)
     wall = time.perf_counter() - t_all
     cfg["load average at end (1/5/15 min)"] = "%.2f %.2f %.2f" % os.getloadavg()
     os.makedirs(os.path.dirname(a.json), exist_ok=True)
     with open(a.json, "w") as f:
-        json.dump({"results": R, "config": cfg, "wall_s": wall, "machine": machine()}, f, indent=1)
+        json.dump({"results": R, "config": cfg, "wall_s": wall, "machine": machine(),
+                   **({"first_call": R_fc} if fc_md else {})}, f, indent=1)
     import _report
 
-    print(_report.table(R, cfg, wall))
+    print(_report.table(R, cfg, wall) if R else "")
+    if fc_md:
+        print("\n" + fc_md)
     if not q and a.only == ap.get_default("only"):  # a full run: keep it as the latest results
         notes = os.path.join(HERE, "RESULTS-notes.md")
         with open(os.path.join(HERE, "RESULTS.md"), "w") as f:
             f.write(_report.results_md({"results": R, "config": cfg, "wall_s": wall, "machine": machine()},
-                                       open(notes).read() if os.path.exists(notes) else ""))
+                                       fc_md + "\n\n" + (open(notes).read() if os.path.exists(notes) else "")))
         log(f"wrote {os.path.join(HERE, 'RESULTS.md')}")
 
 
