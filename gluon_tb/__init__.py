@@ -16,7 +16,7 @@ from .writer._grid import make_image_grid
 
 __version__ = "0.1.0"
 
-_HANDLERS = ("TensorBoardHandler", "TensorBoardCallback")
+_HANDLERS = ("TensorBoardHandler", "TensorBoardCallback", "WordVectors")
 
 __all__ = [
     "SummaryWriter",
@@ -24,6 +24,7 @@ __all__ = [
     "make_image_grid",
     "TensorBoardHandler",
     "TensorBoardCallback",
+    "WordVectors",
     "__version__",
 ]
 

@@ -11,5 +11,6 @@ from ._estimator import TensorBoardHandler
 from ._health import GradHealth
 from ._module import TensorBoardCallback
 from ._projector import Embeddings
+from ._word_vectors import WordVectors
 
-__all__ = ["TensorBoardHandler", "TensorBoardCallback", "Embeddings", "GradHealth"]
+__all__ = ["TensorBoardHandler", "TensorBoardCallback", "Embeddings", "GradHealth", "WordVectors"]

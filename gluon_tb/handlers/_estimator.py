@@ -42,6 +42,7 @@ from ._filters import ConvFilters, check_conv_filters
 from ._health import GradHealth, HealthMonitor, check_grad_health
 from ._histograms import ParamHistograms
 from ._projector import Embeddings, Projector, check_embeddings
+from ._word_vectors import WordVectors, WordVectorsLogger, check_word_vectors
 from ._inputs import log_first_batch
 from ._resume import resume_point
 from ._schedule import Period, schedule
@@ -108,6 +109,8 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
             batch (``feature_maps/<layer>``) at every epoch end (see ``_filters.py``).
         embeddings: a sample count or :class:`Embeddings`: the held-out sample's hidden
             representation for the projector, with true and predicted labels and sprites.
+        word_vectors: ``True`` or :class:`WordVectors`: an ``nn.Embedding``'s weight rows in the
+            projector, labelled with their tokens (see ``_word_vectors.py``).
         grad_health: ``True`` or :class:`GradHealth`: ``grad_norm/``, ``weight_norm/``,
             ``update_ratio/`` scalars and non-finite/vanishing/exploding detectors on the
             ``histogram_period`` schedule (see ``_health.py``).
@@ -138,6 +141,7 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
                  hparams: Optional[Mapping[str, Any]] = None, on_error: str = "raise",
                  flush_secs: float = 2.0, conv_filters: Union[bool, str] = False,
                  embeddings: Union[None, bool, int, Embeddings] = None,
+                 word_vectors: Union[bool, WordVectors] = False,
                  grad_health: Union[bool, GradHealth] = False, distributed: str = "rank0",
                  storage_options: Optional[Mapping[str, Any]] = None,
                  initial_epoch: Optional[int] = None, initial_step: Optional[int] = None) -> None:
@@ -166,6 +170,8 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
                              "not be None when grad_health is set")
         self._filters = ConvFilters(filt, self._out) if filt else None
         self._proj = Projector(emb, self._out) if emb else None
+        words = check_word_vectors(word_vectors)
+        self._words = WordVectorsLogger(words, self._out) if words else None
         self._health = HealthMonitor(health, self._out) if health else None
         self._hists = ParamHistograms(self._out, self._hist, param_selector(params), self._health)
 
@@ -187,6 +193,8 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
     # ------------------------------------------------------------ events
     def train_begin(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
         self._remove_taps()
+        if self._words:  # finds the Embedding, checks the vocabulary: raises before anything is hooked
+            self._words.train_begin(estimator.net)
         scope = self._scope = FitScope(estimator)
         if not self._fits:
             self._start_at(resume_point(estimator, scope, *self._initial))
@@ -255,6 +263,8 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
             self._filters.epoch_end(e)
         if self._proj and not self._out.muted:
             self._proj.epoch_end(e)
+        if self._words and not self._out.muted:
+            self._words.epoch_end(e)
         self._epoch += 1
         if self._health:
             self._health.finish(estimator.trainer)
@@ -268,6 +278,8 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
             self._scope.end()
         if self._proj and not self._out.muted:
             self._proj.log(max(self._epoch - 1, 0))
+        if self._words and not self._out.muted:
+            self._words.log(max(self._epoch - 1, 0))
         if self._health:
             self._health.settle(wait=True)  # every check judged (and its text queued) before closing
         for part in (self._filters, self._proj):
