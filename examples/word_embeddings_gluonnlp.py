@@ -5,9 +5,11 @@
 
 The text is collected at run time from the documentation strings of standard-library modules
 (``inspect.getdoc``), so nothing is downloaded. ``gluonnlp.Vocab`` indexes the words; an
-Embedding -> LSTM -> Dense model predicts the next word. Logged: ``epoch_perplexity`` in runs
-``train`` and ``validation`` and, in the projector, the embedding matrix of the ``--words``
-most frequent words labelled with the words themselves. Needs ``pip install gluonnlp==0.10.0``.
+Embedding -> LSTM -> Dense model predicts the next word, trained with Gluon's ``Estimator``.
+``TensorBoardHandler`` logs ``epoch_loss`` and ``epoch_perplexity`` in runs ``train`` and
+``validation`` and, with ``word_vectors=WordVectors(...)``, the Embedding's rows of the ``--words``
+most frequent words, labelled with the words themselves, in the projector (tag
+``word_vectors``). Needs ``pip install gluonnlp==0.10.0``.
 """
 import argparse
 import importlib
@@ -16,11 +18,12 @@ import math
 import os
 import re
 import sys
-import time
+import warnings
 
 import mxnet as mx
 import numpy as np
-from mxnet import autograd, gluon
+from mxnet import gluon
+from mxnet.gluon.contrib.estimator import Estimator
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 try:
@@ -29,7 +32,7 @@ except ImportError as e:  # pragma: no cover - an optional example
     raise ImportError("this example needs gluonnlp: pip install 'gluon-tb[nlp]' "
                       "(or pip install gluonnlp==0.10.0)") from e
 
-from gluon_tb import SummaryWriter  # noqa: E402
+from gluon_tb import TensorBoardHandler, WordVectors  # noqa: E402
 
 MODULES = ("os", "re", "json", "inspect", "collections", "functools", "itertools", "pathlib",
            "argparse", "logging", "subprocess", "threading", "datetime", "string", "textwrap",
@@ -70,12 +73,28 @@ def windows(ids: np.ndarray, seq_len: int) -> np.ndarray:
     return np.stack([ids[: n * seq_len].reshape(n, seq_len), ids[1: n * seq_len + 1].reshape(n, seq_len)], 1)
 
 
-def perplexity(net, loader, loss_fn) -> float:
-    total, count = 0.0, 0
-    for x, y in loader:
-        total += loss_fn(net(x), y).sum().asscalar()
-        count += y.shape[0]  # the loss is the mean over each sequence
-    return math.exp(total / count)
+class Perplexity(mx.metric.EvalMetric):
+    """exp(mean cross-entropy per word) of (N, T, V) outputs and (N, T) labels (MXNet's own
+    ``Perplexity`` metric wants one output row per label)."""
+
+    def __init__(self) -> None:
+        super().__init__("perplexity")
+
+    def update(self, labels, preds) -> None:
+        for y, out in zip(labels, preds):
+            nll = -mx.nd.pick(mx.nd.log_softmax(out), y.as_in_context(out.context), axis=-1)
+            total = nll.sum().asscalar()
+            self.sum_metric += total
+            self.global_sum_metric += total
+            self.num_inst += y.size
+            self.global_num_inst += y.size
+
+    def get(self):
+        return self.name, math.exp(self.sum_metric / self.num_inst) if self.num_inst else float("nan")
+
+    def get_global(self):
+        n = self.global_num_inst
+        return self.name, math.exp(self.global_sum_metric / n) if n else float("nan")
 
 
 def main(argv=None) -> None:
@@ -88,7 +107,8 @@ def main(argv=None) -> None:
     mx.random.seed(0)
 
     tokens = WORD.findall(docstrings().lower())[: args.max_tokens]
-    vocab = nlp.Vocab(nlp.data.count_tokens(tokens), max_size=5000, min_freq=2)
+    counts = nlp.data.count_tokens(tokens)
+    vocab = nlp.Vocab(counts, max_size=5000, min_freq=2)
     ids = np.array(vocab[tokens], dtype="float32")
     cut = int(len(ids) * 0.9)
     train, val = windows(ids[:cut], 32), windows(ids[cut:], 32)
@@ -101,34 +121,17 @@ def main(argv=None) -> None:
     net.initialize(mx.init.Xavier())
     net.hybridize()
     trainer = gluon.Trainer(net.collect_params(), "adam", {"learning_rate": 3e-3, "clip_gradient": 1.0})
-    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
-    # the most frequent words: Vocab orders its tokens by count, after the special tokens
-    special = {vocab.unknown_token, vocab.padding_token, vocab.bos_token, vocab.eos_token}
-    top = [t for t in vocab.idx_to_token if t not in special][: args.words]
-    top_ids = mx.nd.array(vocab[top])
-
-    with SummaryWriter(os.path.join(args.logdir, "train")) as tw, \
-            SummaryWriter(os.path.join(args.logdir, "validation")) as vw:
-        for epoch in range(args.epochs):
-            t0, total, count = time.time(), None, 0
-            for x, y in train_data:
-                with autograd.record():
-                    loss = loss_fn(net(x), y)
-                loss.backward()
-                trainer.step(y.shape[0])
-                total = loss.sum() if total is None else total + loss.sum()  # no per-batch sync
-                count += y.shape[0]  # the loss is the mean over each sequence
-            train_ppl = math.exp(total.asscalar() / count)
-            val_ppl = perplexity(net, val_data, loss_fn)
-            tw.add_scalar("epoch_perplexity", train_ppl, epoch)
-            vw.add_scalar("epoch_perplexity", val_ppl, epoch)
-            print(f"epoch {epoch}: train perplexity {train_ppl:.1f}, validation {val_ppl:.1f} "
-                  f"({time.time() - t0:.1f}s)")
-            tw.add_embedding("word_embedding", net.embedding.weight.data().take(top_ids), labels=top,
-                             global_step=epoch)
+    est = Estimator(net, gluon.loss.SoftmaxCrossEntropyLoss(), train_metrics=[Perplexity()], trainer=trainer)
+    # the Embedding's rows of the most frequent words (counts: the counter the vocabulary was built from),
+    # labelled with the words, in the projector at the end of training
+    words = WordVectors(layer="embedding0", vocab=vocab, counts=counts, top=args.words)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the estimator's notes on default handlers
+        est.fit(train_data, val_data=val_data, epochs=args.epochs,
+                event_handlers=[TensorBoardHandler(args.logdir, word_vectors=words, histogram_period=None)])
 
     logdir = os.path.abspath(args.logdir)
-    print(f"TensorBoard logs written to {logdir} (runs: train, validation; projector: word_embedding)")
+    print(f"TensorBoard logs written to {logdir} (runs: train, validation; projector: word_vectors)")
     print(f"View them with:\n    tensorboard --logdir {logdir}")
 
 
