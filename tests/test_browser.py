@@ -3,7 +3,8 @@
 The graph and projector dashboards parse our files in JavaScript, so the HTTP API can pass while
 the page is broken; these tests look at the rendered page. The log directory is what the Estimator
 example writes (runs ``train`` and ``validation``) plus a run ``extras`` with the summary types the
-example does not log (text, audio, PR curve, a projector embedding of the digits).
+example does not log (text, audio, PR curve, a projector embedding of the digits). The word-vector test
+has a log directory and a TensorBoard of its own: what ``examples/word_embeddings_gluonnlp.py`` writes.
 
 Needs Debian's ``chromium`` (``scripts/install_browser.sh``) and the ``playwright`` package; its own
 browser download is not used. Without them the tests are skipped, unless ``GLUON_TB_REQUIRE_BROWSER=1``
@@ -36,6 +37,7 @@ ERROR_TEXT = re.compile(r"No \w+ data was found|Data could not be loaded|No dash
 LAYERS = ["conv0", "pool0", "conv1", "pool1", "flatten0", "dense0", "dense1"]  # the example's net
 EMBEDDED = 200  # digits in the projector
 EPOCHS = 2
+WORDS = 500  # word vectors in the projector
 
 
 def _missing_browser() -> str:
@@ -124,15 +126,43 @@ class Problems:
                 and self.seen.append(f"HTTP {r.status} {r.url}"))
 
 
-@pytest.fixture
-def page(browser, tb):
+@contextlib.contextmanager
+def _new_page(browser, server):
     context = browser.new_context(viewport=VIEWPORT)
     context.set_default_timeout(TIMEOUT_MS)
     context.set_default_navigation_timeout(30_000)
     pg = context.new_page()
-    pg.problems = Problems(pg, tb.base)
-    yield pg
-    context.close()
+    pg.problems = Problems(pg, server.base)
+    try:
+        yield pg
+    finally:
+        context.close()
+
+
+@pytest.fixture
+def page(browser, tb):
+    with _new_page(browser, tb) as pg:
+        yield pg
+
+
+@pytest.fixture(scope="module")
+def word_tb(tmp_path_factory):
+    """A TensorBoard over what the gluonnlp example writes: ``word_vectors`` of its WORDS top words."""
+    pytest.importorskip("gluonnlp")
+    d = str(tmp_path_factory.mktemp("word_logs"))
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "word_embeddings_gluonnlp.py"),
+                           "--logdir", d, "--epochs", "2", "--words", str(WORDS)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    with tensorboard(d, timeout=60) as server:
+        yield server
+
+
+def _projector_active(server) -> None:
+    deadline = time.time() + 30  # the projector decides it is active on a thread of its own
+    while not server.get("/data/plugins_listing")["projector"]["enabled"]:
+        assert time.time() < deadline, "TensorBoard never found the embedding: projector inactive"
+        time.sleep(0.5)
 
 
 def _open(page, tb, dashboard: str) -> None:
@@ -242,10 +272,7 @@ def test_text_is_rendered_as_markdown(page, tb, shots):
 
 
 def test_projector_shows_every_point_with_labels_and_thumbnails(page, tb, shots):
-    deadline = time.time() + 30  # the projector decides it is active on a thread of its own
-    while not tb.get("/data/plugins_listing")["projector"]["enabled"]:
-        assert time.time() < deadline, "TensorBoard never found the embedding: projector inactive"
-        time.sleep(0.5)
+    _projector_active(tb)
     frame = page.frame_locator("iframe").frame_locator("iframe")  # plugin entry, then the projector
     with _screenshot(page, shots, "projector.png"):
         with page.expect_response(lambda r: "/projector/sprite_image?" in r.url) as sprite:
@@ -276,3 +303,32 @@ def test_audio_and_pr_curves_show_our_data(page, tb, shots):
     card = dash.locator("tf-pr-curve-card").filter(has=page.get_by_text("is_zero", exact=True))
     expect(card.locator("path.line").first).to_be_attached()
     _assert_clean(dash, page)
+
+
+def test_projector_shows_word_vectors_labelled_with_their_words(browser, word_tb, shots):
+    """``word_vectors=WordVectors(...)`` of the gluonnlp example: WORDS points, found by their word."""
+    _projector_active(word_tb)
+    with _new_page(browser, word_tb) as page:
+        frame = page.frame_locator("iframe").frame_locator("iframe")  # plugin entry, then the projector
+        with _screenshot(page, shots, "word_vectors.png"):
+            with page.expect_response(lambda r: "/projector/metadata?" in r.url) as meta:
+                _open(page, word_tb, "projector")
+            assert "name=word_vectors" in meta.value.url  # the tensor's name: the handler's tag
+            words = meta.value.body().decode("utf-8").splitlines()
+            assert len(words) == WORDS and "function" in words  # one column of words, no header
+            expect(frame.get_by_text(re.compile(r"Points: \d+"))).to_have_text(f"Points: {WORDS}")
+            expect(frame.get_by_text(re.compile(r"Dimension: \d+"))).to_have_text("Dimension: 64")
+            expect(frame.get_by_text("1 tensor found")).to_be_visible()
+            inspector = frame.locator("vz-projector-inspector-panel")
+            inspector.get_by_role("textbox").first.fill("function")  # search by label
+            match = inspector.get_by_text("function", exact=True)
+            expect(match).to_be_visible()
+            match.click()  # select the word: its nearest words are listed, by label
+            expect(inspector.get_by_text("Nearest points in the original space:")).to_be_visible()
+            expect(inspector.locator(".neighbor").first).to_be_visible()
+            neighbors = [t.split("\n")[0].strip() for t in inspector.locator(".neighbor").all_inner_texts()]
+            assert neighbors and set(neighbors) <= set(words) - {"function"}, neighbors[:10]
+            page.mouse.move(VIEWPORT["width"] // 2, VIEWPORT["height"] - 5)  # no tooltip in the picture
+            shown = frame.get_by_text(ERROR_TEXT).filter(visible=True).all_inner_texts()
+            assert shown == [], f"error text in the projector: {shown}"
+            assert page.problems.seen == []
