@@ -251,5 +251,10 @@ def test_word_embeddings_example_runs_offline(tmp_path):
     d = str(tmp_path)
     mod.main(["--logdir", d, "--epochs", "1", "--max-tokens", "3000", "--words", "50"])
     assert {("train", "epoch_perplexity"), ("validation", "epoch_perplexity")} <= readback.tags(d)
-    labels = open(os.path.join(d, "train", "word_embedding", "00000", "metadata.tsv")).read().split("\n")
-    assert len([t for t in labels if t]) == 50 and "the" in labels
+    labels = open(os.path.join(d, "train", "word_vectors", "00000", "metadata.tsv")).read().splitlines()
+    # word_vectors=WordVectors(vocab, counts, top=50): the 50 most frequent words, most frequent first
+    counts = mod.nlp.data.count_tokens(mod.WORD.findall(mod.docstrings().lower())[:3000])
+    vocab = mod.nlp.Vocab(counts, max_size=5000, min_freq=2)
+    toks = vocab.idx_to_token
+    order = sorted(range(len(toks)), key=lambda i: (toks[i] not in counts, -counts.get(toks[i], 0), i))
+    assert labels == [toks[i] for i in order[:50]] and "the" in labels
