@@ -280,3 +280,14 @@ def check_start(value: Any, name: str) -> Optional[int]:
     if value < 0:
         raise ValueError(f"{name} must be None or an int >= 0, got {value}")
     return value
+
+
+def check_option(value: Any, name: str, cls: type) -> Any:
+    """An option object argument: ``None``/``False`` (off), ``True`` (``cls()``'s defaults) or a ``cls``."""
+    if value is None or value is False:
+        return None
+    if value is True:
+        return cls()
+    if isinstance(value, cls):
+        return value
+    raise TypeError(f"{name} must be None, a bool or a {cls.__name__}(...), got {describe(value)}")

@@ -43,7 +43,7 @@ from collections import deque
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from ..writer._convert import describe
-from ._base import TRAIN, RunWriters, check_positive_int, check_positive_number, logger
+from ._base import TRAIN, RunWriters, check_option, check_positive_int, check_positive_number, logger
 
 KINDS = ("nonfinite", "vanishing", "exploding")
 WINDOW = 5
@@ -80,13 +80,7 @@ class GradHealth:
 
 
 def check_grad_health(value: Any) -> Optional[GradHealth]:
-    if value is None or value is False:
-        return None
-    if value is True:
-        return GradHealth()
-    if isinstance(value, GradHealth):
-        return value
-    raise TypeError(f"grad_health must be a bool or a GradHealth(...), got {describe(value)}")
+    return check_option(value, "grad_health", GradHealth)
 
 
 class HealthMonitor:

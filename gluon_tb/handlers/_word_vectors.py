@@ -21,7 +21,7 @@ from typing import Any, List, Optional
 
 from ..writer._convert import describe
 from ..writer._probe import blocks
-from ._base import TRAIN, RunWriters, check_positive_int
+from ._base import TRAIN, RunWriters, check_option, check_positive_int
 
 
 class WordVectors:
@@ -104,13 +104,7 @@ def _tokens_of(vocab: Any) -> List[str]:
 
 
 def check_word_vectors(value: Any) -> Optional[WordVectors]:
-    if value is None or value is False:
-        return None
-    if value is True:
-        return WordVectors()
-    if isinstance(value, WordVectors):
-        return value
-    raise TypeError(f"word_vectors must be None, a bool or a WordVectors(...), got {describe(value)}")
+    return check_option(value, "word_vectors", WordVectors)
 
 
 def find_embedding(net: Any, name: Optional[str]) -> Any:
