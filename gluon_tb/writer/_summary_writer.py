@@ -381,6 +381,31 @@ class SummaryWriter:
         nbytes = payload_nbytes(payload)
         self._p.put((ACTION, embedding_action(tag, step, payload, self._projector), nbytes), nbytes)
 
+    def add_profile(self, trace: Any, session: Optional[str] = None, host: Optional[str] = None) -> str:
+        """A profiler timeline for TensorBoard's Profile dashboard: MXNet's Chrome trace (the
+        path of the JSON file ``mx.profiler.dump()`` wrote, its dict or its event list; a path is
+        read now) as ``plugins/profile/<session>/<host>.xplane.pb`` of this run (see
+        ``_xplane.py``). ``session``: default the local time, ``2026_11_24_02_30_00``;
+        ``host``: default the host name. Returns the file's path relative to the run."""
+        import socket
+
+        from ._xplane import trace_events, xspace_from_trace
+
+        self._check()
+        events = trace_events(trace)
+        session = session or time.strftime("%Y_%m_%d_%H_%M_%S")
+        host = host or socket.gethostname() or "localhost"
+        for name, v in (("session", session), ("host", host)):
+            if not isinstance(v, str) or "/" in v or "\\" in v or v in (".", ".."):
+                raise ValueError(f"{name} must be a plain file name, got {v!r}")
+        rel = f"plugins/profile/{session}/{host}.xplane.pb"
+
+        def write(sink: Any) -> None:
+            sink.write_file(rel, xspace_from_trace(events, host)[0])
+
+        self._p.put((ACTION, write, 0))
+        return rel
+
     def add_hparams(self, hparam_dict: Mapping[str, Any], metric_dict: Mapping[str, Number],
                     global_step: Optional[int] = None,
                     hparam_domain_discrete: Optional[Mapping[str, Iterable[Any]]] = None) -> None:

@@ -1,0 +1,135 @@
+"""MXNet's Chrome-trace profile as an XSpace, the file TensorBoard's Profile dashboard reads.
+
+The dashboard (``tensorboard-plugin-profile``, XProf) reads
+``<run>/plugins/profile/<session>/<host>.xplane.pb``: one ``XSpace`` protobuf (the public
+``xplane.proto`` of openxla/xla, package ``tensorflow.profiler``). This module turns the events
+of ``mx.profiler.dump()`` into one, with pure functions of Python data:
+
+- :func:`trace_spans`: the Chrome-trace events (``ts`` in µs) as complete spans. ``X`` events
+  are spans already; ``B``/``E`` pairs (operators) are matched per ``(pid, tid)`` as a stack,
+  ``b``/``e`` async pairs (MXNet's C API calls) per ``(pid, id, name)``. Counters (``C``),
+  metadata (``M``) and an unmatched begin or end are not spans.
+- :func:`build_xspace`: the spans as one plane ``/host:CPU`` with one ``XLine`` per
+  ``(pid, tid)`` of the trace (named by MXNet's process name and the thread id), event
+  metadata = the operator names, each event's offset and duration in picoseconds relative to
+  its line's ``timestamp_ns`` (the line's first start).
+
+Field numbers, checked against xplane.proto: XSpace planes=1, hostnames=4; XPlane id=1 name=2
+lines=3 event_metadata=4 (map<int64, XEventMetadata>: entry key=1 value=2); XLine id=1 name=2
+timestamp_ns=3 events=4 duration_ps=9 display_id=10 display_name=11; XEvent metadata_id=1
+offset_ps=2 duration_ps=3; XEventMetadata id=1 name=2 display_name=4.
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, Iterable, List, Mapping, Tuple, Union
+
+from ._convert import describe
+from ._wire import f_bytes, f_str, f_varint
+
+__all__ = ["trace_events", "trace_spans", "build_xspace", "xspace_from_trace", "PLANE_NAME"]
+
+PLANE_NAME = "/host:CPU"
+
+# (pid, tid, name, start_ns, duration_ns)
+Span = Tuple[Any, Any, str, int, int]
+Trace = Union[str, "os.PathLike[str]", Mapping[str, Any], List[Mapping[str, Any]]]
+
+
+def trace_events(trace: Trace) -> List[Mapping[str, Any]]:
+    """The event list of a Chrome trace: a path to its JSON file, its dict, or its event list.
+
+    A file may be an unfinished dump: MXNet 1.9.1's ``dump(finished=True)`` closes the JSON but
+    leaves the profiler unable to take a new ``set_config``, so gluon_tb dumps unfinished: the
+    first dump of a process ends inside its event list, a later one is the continuation of a
+    list (``, {...}, {...}``, without the process names)."""
+    if isinstance(trace, (str, os.PathLike)):
+        with open(trace, "rb") as f:
+            text = f.read().decode("utf-8")
+        try:
+            trace = json.loads(text)
+        except ValueError:  # an unfinished dump: the list left open, or its continuation
+            body = text.strip().strip(",")
+            trace = json.loads(body + "\n]}" if body.startswith("{") else f"[{body}]")
+    if isinstance(trace, Mapping):
+        trace = trace.get("traceEvents")
+    if not isinstance(trace, list) or not all(isinstance(e, Mapping) for e in trace):
+        raise TypeError(f"trace must be a Chrome trace (a JSON file path, its dict with 'traceEvents', "
+                        f"or a list of event dicts), got {describe(trace)}")
+    return trace
+
+
+def _ns(us: Any) -> int:
+    return int(round(float(us) * 1000))
+
+
+def trace_spans(events: Iterable[Mapping[str, Any]]) -> List[Span]:
+    """Complete spans of a Chrome trace's events, in the order they end (see the module docs)."""
+    spans: List[Span] = []
+    stacks: Dict[Tuple[Any, Any], List[Mapping[str, Any]]] = {}
+    open_async: Dict[Tuple[Any, Any, Any], List[Mapping[str, Any]]] = {}
+    for e in events:
+        ph = e.get("ph")
+        if ph == "X":
+            spans.append((e.get("pid"), e.get("tid"), str(e.get("name", "")), _ns(e["ts"]),
+                          max(_ns(e.get("dur", 0)), 0)))
+        elif ph == "B":
+            stacks.setdefault((e.get("pid"), e.get("tid")), []).append(e)
+        elif ph == "E":
+            stack = stacks.get((e.get("pid"), e.get("tid")))
+            if stack:
+                b = stack.pop()
+                start = _ns(b["ts"])
+                spans.append((b.get("pid"), b.get("tid"), str(b.get("name", "")), start,
+                              max(_ns(e["ts"]) - start, 0)))
+        elif ph == "b":
+            open_async.setdefault((e.get("pid"), e.get("id"), e.get("name")), []).append(e)
+        elif ph == "e":
+            pending = open_async.get((e.get("pid"), e.get("id"), e.get("name")))
+            if pending:
+                b = pending.pop()
+                start = _ns(b["ts"])
+                spans.append((b.get("pid"), b.get("tid"), str(b.get("name", "")), start,
+                              max(_ns(e["ts"]) - start, 0)))
+    return spans
+
+
+def _process_names(events: Iterable[Mapping[str, Any]]) -> Dict[Any, str]:
+    names = {}
+    for e in events:
+        if e.get("ph") == "M" and e.get("name") == "process_name":
+            names[e.get("pid")] = str((e.get("args") or {}).get("name", ""))
+    return names
+
+
+def build_xspace(spans: List[Span], process_names: Mapping[Any, str] = {}, host: str = "") -> bytes:
+    """The serialized XSpace of ``spans`` (one plane, one line per (pid, tid))."""
+    meta: Dict[str, int] = {}
+    lines: Dict[Tuple[Any, Any], List[Span]] = {}
+    for s in spans:
+        lines.setdefault((s[0], s[1]), []).append(s)
+        meta.setdefault(s[2], len(meta) + 1)
+    body = [f_varint(1, 1), f_str(2, PLANE_NAME)]
+    for line_id, ((pid, tid), items) in enumerate(sorted(lines.items(), key=lambda kv: min(
+            s[3] for s in kv[1])), start=1):
+        items.sort(key=lambda s: (s[3], -s[4]))  # by start; an enclosing span first
+        t0 = items[0][3]
+        end = max(s[3] + s[4] for s in items)
+        name = f"{process_names.get(pid) or f'pid {pid}'} / tid {tid}"
+        events = b"".join(f_bytes(4, f_varint(1, meta[s[2]]) + f_varint(2, (s[3] - t0) * 1000)
+                                  + f_varint(3, s[4] * 1000)) for s in items)
+        body.append(f_bytes(3, f_varint(1, line_id) + f_str(2, name) + f_varint(3, t0) + events
+                            + f_varint(9, (end - t0) * 1000) + f_varint(10, line_id) + f_str(11, name)))
+    for name, mid in meta.items():
+        entry = f_varint(1, mid) + f_bytes(2, f_varint(1, mid) + f_str(2, name) + f_str(4, name))
+        body.append(f_bytes(4, entry))
+    out = f_bytes(1, b"".join(body))
+    return out + f_str(4, host) if host else out
+
+
+def xspace_from_trace(trace: Trace, host: str = "") -> Tuple[bytes, int]:
+    """``(serialized XSpace, number of events)`` of a Chrome trace (see :func:`trace_events`)."""
+    events = trace_events(trace)
+    spans = trace_spans(events)
+    return build_xspace(spans, _process_names(events), host), len(spans)
