@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Dict, List, Mapping, Optional, Union
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
-from mxnet.gluon.contrib.estimator.event_handler import BatchEnd, EpochBegin, EpochEnd, TrainBegin, TrainEnd
+from mxnet.gluon.contrib.estimator.event_handler import (BatchBegin, BatchEnd, EpochBegin, EpochEnd, TrainBegin,
+                                                         TrainEnd)
 
 from ._base import (ON_ERROR, TRAIN, VALIDATION, FitScope, ParamFilter, RunWriters, Wrap, check_bool,
                     check_choice, check_hparams, check_logdir, check_positive_int,
@@ -41,6 +42,7 @@ from ._epoch_values import EpochValues
 from ._filters import ConvFilters, check_conv_filters
 from ._health import GradHealth, HealthMonitor, check_grad_health
 from ._histograms import ParamHistograms
+from ._profile import BatchProfiler, check_profile_batch
 from ._projector import Embeddings, Projector, check_embeddings
 from ._word_vectors import WordVectors, WordVectorsLogger, check_word_vectors
 from ._inputs import log_first_batch
@@ -59,7 +61,7 @@ def loader_length(data: Any) -> Optional[int]:
     return n if isinstance(n, int) and n > 0 else None
 
 
-class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
+class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd, TrainEnd):
     """Logs a Gluon ``Estimator.fit`` to TensorBoard, in Keras's layout.
 
     Example::
@@ -114,6 +116,9 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
         grad_health: ``True`` or :class:`GradHealth`: ``grad_norm/``, ``weight_norm/``,
             ``update_ratio/`` scalars and non-finite/vanishing/exploding detectors on the
             ``histogram_period`` schedule (see ``_health.py``).
+        profile_batch: a global batch index or a ``(start, stop)`` pair (both included):
+            MXNet's profiler over those batches, its timeline for TensorBoard's Profile
+            dashboard and ``profile/operator_stats`` text (see ``_profile.py``).
         distributed: with several workers (a ``dist_*`` kvstore, Horovod, or an MPI/Slurm
             launcher; see ``_dist.py``): ``"rank0"`` (default): only rank 0 writes, and the
             epoch values are the mean over all workers (``epoch_samples_per_second`` their
@@ -142,7 +147,8 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
                  flush_secs: float = 2.0, conv_filters: Union[bool, str] = False,
                  embeddings: Union[None, bool, int, Embeddings] = None,
                  word_vectors: Union[bool, WordVectors] = False,
-                 grad_health: Union[bool, GradHealth] = False, distributed: str = "rank0",
+                 grad_health: Union[bool, GradHealth] = False,
+                 profile_batch: Union[None, int, Tuple[int, int]] = None, distributed: str = "rank0",
                  storage_options: Optional[Mapping[str, Any]] = None,
                  initial_epoch: Optional[int] = None, initial_step: Optional[int] = None) -> None:
         self._out = RunWriters(check_logdir(logdir), check_choice(on_error, "on_error", ON_ERROR),
@@ -173,6 +179,8 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
         words = check_word_vectors(word_vectors)
         self._words = WordVectorsLogger(words, self._out) if words else None
         self._health = HealthMonitor(health, self._out) if health else None
+        prof = check_profile_batch(profile_batch)
+        self._prof = BatchProfiler(prof, self._out) if prof else None
         self._hists = ParamHistograms(self._out, self._hist, param_selector(params), self._health)
 
     @property
@@ -227,6 +235,10 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
         self._hists.epoch_begin()
         self._epochs.epoch_begin(estimator)
 
+    def batch_begin(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
+        if self._prof and not self._out.muted:
+            self._prof.batch_begin(self._step)
+
     def batch_end(self, estimator: Any, *args: Any, **kwargs: Any) -> bool:
         k = self._step
         loss, batch = kwargs.get("loss"), kwargs.get("batch")
@@ -246,6 +258,8 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
         if not self._graph_done:
             self._add_graph(estimator.net)
         self._hists.batch_end(k)
+        if self._prof:
+            self._prof.batch_end(k)
         if self._filters and self._in_epoch == 0:
             self._filters.see_batch(batch)
         self._step += 1
@@ -276,6 +290,8 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
         self._remove_taps()
         if self._scope is not None:
             self._scope.end()
+        if self._prof:  # a fit that ended inside the range
+            self._prof.finish(self._step - 1)
         if self._proj and not self._out.muted:
             self._proj.log(max(self._epoch - 1, 0))
         if self._words and not self._out.muted:
@@ -305,6 +321,8 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchEnd, EpochEnd, TrainEnd):
                 part.close()
         if self._health:
             self._health.forget()
+        if self._prof:
+            self._prof.finish(self._step - 1, log=False)
         self._out.close()
 
     def _start_at(self, start: Any) -> None:

@@ -1,0 +1,128 @@
+"""The ``profile_batch=`` option: MXNet's profiler over a range of global batches.
+
+``profile_batch=(start, stop)`` (Keras's word and meaning: global batch indices, both
+included; an int ``k`` is ``(k, k)``): at ``batch_begin`` of batch ``start`` the profiler is
+configured (``profile_all``, ``aggregate_stats``, a temporary trace file) and started; after
+``batch_end`` of batch ``stop`` (or at the end of a ``fit`` that stops earlier) the engine is
+waited on, the profiler stopped, its trace dumped and handed to the writer (run ``train``,
+``plugins/profile/<session>/<host>.xplane.pb``, see ``writer/_xplane.py``), and its aggregate
+table logged as Markdown text ``profile/operator_stats`` at the last profiled batch's step.
+Outside the range no profiler function is called. It profiles once per handler.
+
+MXNet 1.9.1 cannot say whether its profiler is running (no query in its C API), so a user's
+own profiler session cannot be detected, only avoided: with ``MXNET_PROFILER_AUTOSTART`` set
+the option does nothing (one warning), and a user who calls ``mx.profiler.set_state("run")``
+themselves should not also pass ``profile_batch``. Afterwards the profiler is stopped and its
+configuration set back to MXNet's defaults (nothing profiled), except the file: ``os.devnull``
+(see ``_DEFAULTS``), so a later ``dump()`` needs its own ``set_config(filename=...)``.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import tempfile
+from typing import Any, List, Optional, Tuple
+
+from ..writer._convert import describe
+from ._base import TRAIN, RunWriters
+
+TEXT_TAG = "profile/operator_stats"
+# MXNet's defaults, but os.devnull for the file: MXNet closes the last (unfinished) dump's JSON
+# into the configured file at exit, which would otherwise leave a "profile.json" in the cwd
+_DEFAULTS = dict(filename=os.devnull, profile_all=False, aggregate_stats=False)
+
+
+def check_profile_batch(value: Any) -> Optional[Tuple[int, int]]:
+    """``None``, an int >= 0, or a ``(start, stop)`` pair with ``0 <= start <= stop``."""
+    if value is None:
+        return None
+    expect = "None, an int >= 0 or a (start, stop) pair of ints with 0 <= start <= stop"
+    pair = (value, value) if isinstance(value, int) and not isinstance(value, bool) else value
+    if not isinstance(pair, (tuple, list)) or len(pair) != 2 or \
+            any(isinstance(v, bool) or not isinstance(v, int) for v in pair):
+        raise TypeError(f"profile_batch must be {expect}, got {describe(value)}")
+    start, stop = pair
+    if start < 0 or stop < start:
+        raise ValueError(f"profile_batch must be {expect}, got {value!r}")
+    return int(start), int(stop)
+
+
+def stats_markdown(table: str) -> str:
+    """MXNet's ``profiler.dumps()`` table as Markdown: one table per section."""
+    out: List[str] = []
+    lines = table.splitlines()
+    i = 0
+    while i < len(lines):
+        if i + 2 < len(lines) and lines[i + 1].startswith("====") and lines[i].strip():
+            out.append(f"**{lines[i].strip()}**\n")
+            header = re.split(r"\s{2,}", lines[i + 2].strip())
+            out.append("| " + " | ".join(header) + " |")
+            out.append("|" + "---|" * len(header))
+            i += 3
+            while i < len(lines) and lines[i].strip():
+                if not lines[i].strip().startswith("----"):
+                    cells = re.split(r"\s{2,}", lines[i].strip())
+                    out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+                i += 1
+            out.append("")
+        else:
+            if lines[i].strip() and not out:
+                out.append(lines[i].strip() + "\n")
+            i += 1
+    return "\n".join(out).strip() + "\n"
+
+
+class BatchProfiler:
+    """Starts and stops MXNet's profiler around the batches of ``profile_batch``."""
+
+    def __init__(self, batches: Tuple[int, int], out: RunWriters) -> None:
+        self.start, self.stop = batches
+        self._out = out
+        self._dir: Optional[str] = None
+        self.done = False
+
+    @property
+    def running(self) -> bool:
+        return self._dir is not None
+
+    def batch_begin(self, step: int) -> None:
+        if self.done or self.running or not self.start <= step <= self.stop:
+            return
+        self.done = True  # once per handler, whatever happens next
+        if os.environ.get("MXNET_PROFILER_AUTOSTART", "0") not in ("", "0"):
+            self._out.say_once("profile", "gluon_tb: profile_batch does nothing: MXNET_PROFILER_AUTOSTART "
+                               "is set, and the profiler belongs to that session", logging.WARNING)
+            return
+        import mxnet as mx
+
+        self._dir = tempfile.mkdtemp(prefix="gluon_tb_profile_")
+        self._first = step
+        mx.profiler.set_config(profile_all=True, aggregate_stats=True,
+                               filename=os.path.join(self._dir, "trace.json"))
+        mx.profiler.set_state("run")
+
+    def batch_end(self, step: int) -> None:
+        if self.running and step >= self.stop:
+            self.finish(step)
+
+    def finish(self, step: int, log: bool = True) -> None:
+        """Stop, dump, hand the trace and the table to the writer, restore the profiler."""
+        if not self.running:
+            return
+        import mxnet as mx
+
+        folder, self._dir = self._dir, None
+        try:
+            mx.nd.waitall()  # the profiled batches' operators have run
+            mx.profiler.set_state("stop")
+            mx.profiler.dump(finished=False)  # see _xplane.trace_events
+            table = mx.profiler.dumps(reset=True)
+            mx.profiler.set_config(**_DEFAULTS)
+            if log:
+                self._out.write(TRAIN, "add_profile", os.path.join(folder, "trace.json"))
+                head = f"MXNet profiler, global batches {self._first} to {step}\n\n"
+                self._out.write(TRAIN, "add_text", TEXT_TAG, head + stats_markdown(table), step)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)

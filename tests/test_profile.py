@@ -1,0 +1,318 @@
+"""``profile_batch=``: MXNet's profiler over global batches, as an XSpace for TensorBoard's Profile
+dashboard and a ``profile/operator_stats`` text; the XSpace decoded back by a wire decoder here."""
+import collections
+import glob
+import os
+import re
+import socket
+import warnings
+
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet import gluon
+from mxnet.gluon.contrib.estimator import Estimator
+
+from gluon_tb import SummaryWriter
+from gluon_tb.handlers import TensorBoardHandler
+from gluon_tb.handlers._profile import check_profile_batch, stats_markdown
+from gluon_tb.writer._xplane import build_xspace, trace_spans, xspace_from_trace
+from readback import multiplexer
+
+warnings.filterwarnings("ignore", message="No trainer specified")
+N, BATCH = 96, 16  # 6 batches an epoch
+
+
+# ------------------------------------------------------------ a protobuf wire decoder
+def _varint(b, i):
+    n = shift = 0
+    while True:
+        c = b[i]
+        i += 1
+        n |= (c & 0x7F) << shift
+        shift += 7
+        if c < 0x80:
+            return n, i
+
+
+def fields(b):
+    """``{field: [values]}`` of one message: ints for varints, bytes for length-delimited."""
+    out = collections.defaultdict(list)
+    i = 0
+    while i < len(b):
+        k, i = _varint(b, i)
+        f, wt = k >> 3, k & 7
+        if wt == 0:
+            v, i = _varint(b, i)
+        elif wt == 2:
+            n, i = _varint(b, i)
+            v, i = b[i:i + n], i + n
+        else:
+            raise AssertionError(f"unexpected wire type {wt} for field {f}")
+        out[f].append(v)
+    return out
+
+
+def decode_xspace(data):
+    """XSpace -> (hostnames, [plane dicts]) following xplane.proto's field numbers."""
+    space = fields(data)
+    planes = []
+    for pb in space[1]:
+        p = fields(pb)
+        meta = {}
+        for entry in p[4]:
+            e = fields(entry)
+            m = fields(e[2][0])
+            assert m[1] == e[1]  # XEventMetadata.id == the map key
+            meta[e[1][0]] = m[2][0].decode()
+        lines = []
+        for lb in p[3]:
+            ln = fields(lb)
+            events = []
+            for eb in ln[4]:
+                ev = fields(eb)
+                events.append((meta[ev[1][0]], ev.get(2, [0])[0], ev.get(3, [0])[0]))
+            lines.append({"id": ln[1][0], "name": ln[2][0].decode(), "timestamp_ns": ln[3][0],
+                          "duration_ps": ln[9][0], "display_name": ln[11][0].decode(), "events": events})
+        planes.append({"name": p[2][0].decode(), "lines": lines, "meta": meta})
+    return [h.decode() for h in space[4]], planes
+
+
+# ------------------------------------------------------------ pure conversion
+def test_spans_from_chrome_trace_phases():
+    events = [
+        {"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "cpu/0"}},
+        {"ph": "B", "name": "outer", "ts": 10, "pid": 0, "tid": 1},
+        {"ph": "B", "name": "FullyConnected", "ts": 11.5, "pid": 0, "tid": 1},
+        {"ph": "E", "name": "FullyConnected", "ts": 13, "pid": 0, "tid": 1},
+        {"ph": "E", "name": "outer", "ts": 20, "pid": 0, "tid": 1},
+        {"ph": "X", "name": "copy", "ts": 15, "dur": 2, "pid": 0, "tid": 2},
+        {"ph": "b", "name": "MXInvoke", "ts": 5, "id": 7, "pid": 9, "tid": 2 ** 63 + 5},
+        {"ph": "e", "name": "MXInvoke", "ts": 6, "id": 7, "pid": 9, "tid": 2 ** 63 + 5},
+        {"ph": "C", "name": "counter", "ts": 1, "pid": 0, "args": {"x": 1}},
+        {"ph": "E", "name": "stray", "ts": 30, "pid": 0, "tid": 3},
+        {"ph": "B", "name": "unfinished", "ts": 30, "pid": 0, "tid": 3},
+    ]
+    spans = trace_spans(events)
+    assert sorted(spans) == sorted([(0, 1, "FullyConnected", 11500, 1500), (0, 1, "outer", 10000, 10000),
+                                    (0, 2, "copy", 15000, 2000), (9, 2 ** 63 + 5, "MXInvoke", 5000, 1000)])
+    data, count = xspace_from_trace({"traceEvents": events}, host="h1")
+    assert count == 4
+    hosts, planes = decode_xspace(data)
+    assert hosts == ["h1"] and [p["name"] for p in planes] == ["/host:CPU"]
+    lines = {ln["name"]: ln for ln in planes[0]["lines"]}
+    assert set(lines) == {"cpu/0 / tid 1", "cpu/0 / tid 2", f"pid 9 / tid {2 ** 63 + 5}"}
+    ln = lines["cpu/0 / tid 1"]
+    assert ln["timestamp_ns"] == 10000 and ln["duration_ps"] == 10_000_000
+    assert ln["events"] == [("outer", 0, 10_000_000), ("FullyConnected", 1_500_000, 1_500_000)]
+    assert ln["display_name"] == ln["name"]
+    assert sorted(planes[0]["meta"].values()) == ["FullyConnected", "MXInvoke", "copy", "outer"]
+
+
+def test_empty_trace_is_one_empty_plane():
+    hosts, planes = decode_xspace(build_xspace([], host="h"))
+    assert hosts == ["h"] and planes == [{"name": "/host:CPU", "lines": [], "meta": {}}]
+
+
+def test_add_profile_writes_the_file_under_the_run(tmp_path):
+    trace = [{"ph": "X", "name": "FullyConnected", "ts": 1, "dur": 1, "pid": 0, "tid": 0}]
+    with SummaryWriter(str(tmp_path / "run")) as w:
+        rel = w.add_profile(trace, session="2026_11_24_02_30_00", host="box")
+    assert rel == "plugins/profile/2026_11_24_02_30_00/box.xplane.pb"
+    _, planes = decode_xspace((tmp_path / "run" / rel).read_bytes())
+    assert planes[0]["lines"][0]["events"] == [("FullyConnected", 0, 1_000_000)]
+    with SummaryWriter(str(tmp_path / "run2")) as w:
+        with pytest.raises(ValueError, match="host must be a plain file name"):
+            w.add_profile(trace, host="../x")
+        with pytest.raises(TypeError, match="trace must be a Chrome trace"):
+            w.add_profile({"events": 1})
+
+
+def test_stats_markdown():
+    table = ("\nProfile Statistics:\n\tNote the difference in units for different entries.\n"
+             "operator\n=================\n"
+             "Name                          Total Count        Time (ms)    Min Time (ms)\n"
+             "----                          -----------        ---------    -------------\n"
+             "FullyConnected                          4           0.3020           0.0140\n"
+             "_backward_FullyConnected                4           0.1000           0.0100\n\n")
+    md = stats_markdown(table)
+    assert "**operator**" in md
+    assert "| Name | Total Count | Time (ms) | Min Time (ms) |" in md
+    assert "| FullyConnected | 4 | 0.3020 | 0.0140 |" in md and "----" not in md.replace("---|", "")
+
+
+@pytest.mark.parametrize("bad, exc", [(-1, ValueError), ((3, 2), ValueError), ((-1, 2), ValueError),
+                                      (True, TypeError), ("2", TypeError), ((1, 2, 3), TypeError),
+                                      ((1.0, 2), TypeError), ([1], TypeError)])
+def test_profile_batch_argument_errors(tmp_path, bad, exc):
+    with pytest.raises(exc, match=r"profile_batch must be .*got " + re.escape(repr(bad) if exc is ValueError
+                                                                              else "")):
+        TensorBoardHandler(str(tmp_path), profile_batch=bad)
+
+
+def test_profile_batch_accepted_forms():
+    assert check_profile_batch(None) is None
+    assert check_profile_batch(0) == (0, 0)
+    assert check_profile_batch((2, 3)) == (2, 3) and check_profile_batch([4, 4]) == (4, 4)
+
+
+# ------------------------------------------------------------ a real Estimator.fit
+def make_estimator():
+    net = gluon.nn.HybridSequential()
+    net.add(gluon.nn.Dense(8, activation="relu"), gluon.nn.Dense(3))
+    net.initialize(mx.init.Xavier())
+    net.hybridize()
+    loss = gluon.loss.SoftmaxCrossEntropyLoss()
+    tr = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1})
+    return Estimator(net, loss, train_metrics=mx.metric.Accuracy(), trainer=tr)
+
+
+def loader():
+    rs = np.random.RandomState(0)
+    x = rs.randn(N, 5).astype("float32")
+    y = rs.randint(0, 3, size=N).astype("float32")
+    return gluon.data.DataLoader(gluon.data.ArrayDataset(x, y), batch_size=BATCH)
+
+
+@pytest.fixture
+def profiler_calls(monkeypatch):
+    """Every ``mx.profiler.set_state`` call, in order."""
+    calls = []
+    real = mx.profiler.set_state
+    monkeypatch.setattr(mx.profiler, "set_state", lambda state="stop", profile_process="worker":
+                        (calls.append(state), real(state, profile_process))[1])
+    monkeypatch.delenv("MXNET_PROFILER_AUTOSTART", raising=False)
+    return calls
+
+
+def profiled(logdir, profile_batch, epochs=2):
+    est = make_estimator()
+    handler = TensorBoardHandler(str(logdir), profile_batch=profile_batch)
+    est.fit(loader(), epochs=epochs, event_handlers=[handler])
+    files = glob.glob(os.path.join(str(logdir), "train", "plugins", "profile", "*", "*.xplane.pb"))
+    return handler, files
+
+
+def read_text(logdir, tag):
+    acc = multiplexer(str(logdir)).GetAccumulator("train")
+    return [(e.step, e.tensor_proto.string_val[0].decode()) for e in acc.Tensors(tag)]
+
+
+def batch_fc_count(start, stop):
+    """How many FullyConnected forward ops the profiled batches ran: 2 Dense a batch."""
+    return 2 * (stop - start + 1)
+
+
+@pytest.mark.parametrize("profile_batch, start, stop", [((2, 3), 2, 3), (7, 7, 7)])
+def test_fit_profiles_exactly_the_range(tmp_path, profiler_calls, profile_batch, start, stop):
+    handler, files = profiled(tmp_path, profile_batch)
+    assert profiler_calls == ["run", "stop"]
+    assert len(files) == 1
+    session, name = files[0].split(os.sep)[-2:]
+    assert re.fullmatch(r"\d{4}_\d\d_\d\d_\d\d_\d\d_\d\d", session)
+    assert name == f"{socket.gethostname()}.xplane.pb"
+    hosts, planes = decode_xspace(open(files[0], "rb").read())
+    assert hosts == [socket.gethostname()] and [p["name"] for p in planes] == ["/host:CPU"]
+    # MXNet traces each operator twice: B/E on the device's line (process "cpu/0") and an async
+    # b/e pair in its operator domain; each is a line of its own here. Process names are in the
+    # first dump of a process only: later lines are named by pid
+    on_cpu = collections.Counter(e[0] for ln in planes[0]["lines"]
+                                 if ln["name"].startswith(("cpu/0 /", "pid 0 /")) for e in ln["events"])
+    assert on_cpu["FullyConnected"] == batch_fc_count(start, stop)
+    assert on_cpu["_backward_FullyConnected"] == batch_fc_count(start, stop)
+    everywhere = collections.Counter(e[0] for ln in planes[0]["lines"] for e in ln["events"])
+    assert everywhere["FullyConnected"] == 2 * batch_fc_count(start, stop)
+    for ln in planes[0]["lines"]:
+        assert all(off >= 0 and off + dur <= ln["duration_ps"] for _, off, dur in ln["events"])
+    [(step, text)] = read_text(tmp_path, "profile/operator_stats")
+    assert step == stop
+    assert f"global batches {start} to {stop}" in text
+    assert re.search(r"^\| FullyConnected \| " + str(batch_fc_count(start, stop)) + r" \|", text, re.M)
+    # the profiler is given back with MXNet's defaults; a second fit profiles nothing
+    est = make_estimator()
+    est.fit(loader(), epochs=1, event_handlers=[handler])
+    assert profiler_calls == ["run", "stop"]
+
+
+def test_event_count_equals_the_traces_complete_events(tmp_path, profiler_calls, monkeypatch):
+    seen = []
+    real = SummaryWriter.add_profile
+
+    def spy(self, trace, *a, **k):
+        from gluon_tb.writer._xplane import trace_events
+        seen.append(trace_spans(trace_events(trace)))
+        return real(self, trace, *a, **k)
+
+    monkeypatch.setattr(SummaryWriter, "add_profile", spy)
+    _, files = profiled(tmp_path, (2, 3))
+    [spans] = seen
+    _, planes = decode_xspace(open(files[0], "rb").read())
+    assert sum(len(ln["events"]) for ln in planes[0]["lines"]) == len(spans) > 0
+
+
+def test_range_past_the_end_profiles_to_the_end_and_nothing_before(tmp_path, profiler_calls):
+    handler, files = profiled(tmp_path, (10, 100), epochs=2)  # 12 batches: 10 and 11
+    assert profiler_calls == ["run", "stop"] and len(files) == 1
+    [(step, _)] = read_text(tmp_path, "profile/operator_stats")
+    assert step == 11
+    _, files = profiled(tmp_path / "never", (50, 60))
+    assert profiler_calls == ["run", "stop"] and files == []
+
+
+def test_autostart_session_is_left_alone(tmp_path, profiler_calls, monkeypatch, caplog):
+    monkeypatch.setenv("MXNET_PROFILER_AUTOSTART", "1")
+    with caplog.at_level("WARNING", logger="gluon_tb"):
+        _, files = profiled(tmp_path, 1)
+    assert profiler_calls == [] and files == []
+    assert "MXNET_PROFILER_AUTOSTART" in caplog.text
+
+
+def test_unfinished_dumps_are_read(tmp_path):
+    """MXNet's dump(finished=False): the first ends inside the list, a later one continues it."""
+    from gluon_tb.writer._xplane import trace_events
+    first, later = tmp_path / "first.json", tmp_path / "later.json"
+    first.write_text('{\n    "traceEvents": [\n        {"ph": "M", "name": "process_name", "pid": 0,'
+                     ' "args": {"name": "cpu/0"}}\n,\n        {"ph": "X", "name": "a", "ts": 1, "dur": 1}\n')
+    later.write_text(',\n\n    {"ph": "B", "name": "a", "ts": 1}\n,\n    {"ph": "E", "name": "a", "ts": 2}\n')
+    assert [e["ph"] for e in trace_events(str(first))] == ["M", "X"]
+    assert [e["ph"] for e in trace_events(later)] == ["B", "E"]
+
+
+XPROF_PYTHON = os.environ.get("GLUON_TB_XPROF_PYTHON")  # a python with tensorboard-plugin-profile 2.24
+
+
+@pytest.mark.skipif(not XPROF_PYTHON, reason="GLUON_TB_XPROF_PYTHON (a venv with xprof) not set")
+def test_xprof_reads_the_file(tmp_path, profiler_calls):
+    """XProf's own C++ XSpace reader (``xprof.profile_data``) on a fit's file: names and counts."""
+    import json
+    import subprocess
+    import sys
+
+    _, files = profiled(tmp_path, (2, 3))
+    script = ("import collections, json, sys\nfrom xprof import profile_data as pd\n"
+              "p = pd.ProfileData.from_file(sys.argv[1])\n"
+              "print(json.dumps({pl.name: {ln.name: collections.Counter(e.name for e in ln.events)"
+              " for ln in pl.lines} for pl in p.planes}))\n")
+    out = subprocess.run([XPROF_PYTHON, "-c", script, files[0]], capture_output=True, text=True,
+                         timeout=120, check=True).stdout
+    planes = json.loads(out.strip().splitlines()[-1])
+    _, mine = decode_xspace(open(files[0], "rb").read())
+    assert list(planes) == ["/host:CPU"]
+    assert {name: sum(c.values()) for name, c in planes["/host:CPU"].items()} == \
+        {ln["name"]: len(ln["events"]) for ln in mine[0]["lines"]}
+    assert sum(c.get("FullyConnected", 0) for c in planes["/host:CPU"].values()) == 2 * batch_fc_count(2, 3)
+
+
+def test_nothing_left_in_the_working_directory(tmp_path):
+    """MXNet closes an unfinished dump into its configured file at exit: not a profile.json here."""
+    import subprocess
+    import sys
+
+    script = ("import sys; sys.path.insert(0, sys.argv[1])\nimport test_profile as t\n"
+              "t.profiled('logs', 0, epochs=1)\n")
+    env = dict(os.environ)
+    env.pop("MXNET_PROFILER_AUTOSTART", None)
+    subprocess.run([sys.executable, "-c", script, os.path.dirname(__file__)], cwd=str(tmp_path),
+                   env=env, check=True, timeout=120, capture_output=True)
+    assert sorted(os.listdir(tmp_path)) == ["logs"]
+    assert len(glob.glob(str(tmp_path / "logs/train/plugins/profile/*/*.xplane.pb"))) == 1
