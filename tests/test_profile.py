@@ -103,7 +103,7 @@ def test_spans_from_chrome_trace_phases():
     lines = {ln["name"]: ln for ln in planes[0]["lines"]}
     assert set(lines) == {"cpu/0 / tid 1", "cpu/0 / tid 2", f"pid 9 / tid {2 ** 63 + 5}"}
     ln = lines["cpu/0 / tid 1"]
-    assert ln["timestamp_ns"] == 10000 and ln["duration_ps"] == 10_000_000
+    assert ln["timestamp_ns"] == 10000 - 5000 and ln["duration_ps"] == 10_000_000  # from the first event
     assert ln["events"] == [("outer", 0, 10_000_000), ("FullyConnected", 1_500_000, 1_500_000)]
     assert ln["display_name"] == ln["name"]
     assert sorted(planes[0]["meta"].values()) == ["FullyConnected", "MXInvoke", "copy", "outer"]
@@ -224,6 +224,9 @@ def test_fit_profiles_exactly_the_range(tmp_path, profiler_calls, profile_batch,
     assert everywhere["FullyConnected"] == 2 * batch_fc_count(start, stop)
     for ln in planes[0]["lines"]:
         assert all(off >= 0 and off + dur <= ln["duration_ps"] for _, off, dur in ln["events"])
+    # relative to the trace's first event: XProf's int64 picoseconds must not overflow
+    assert min(ln["timestamp_ns"] for ln in planes[0]["lines"]) == 0
+    assert max(ln["timestamp_ns"] * 1000 + ln["duration_ps"] for ln in planes[0]["lines"]) < 2 ** 63
     [(step, text)] = read_text(tmp_path, "profile/operator_stats")
     assert step == stop
     assert f"global batches {start} to {stop}" in text

@@ -12,7 +12,9 @@ of ``mx.profiler.dump()`` into one, with pure functions of Python data:
 - :func:`build_xspace`: the spans as one plane ``/host:CPU`` with one ``XLine`` per
   ``(pid, tid)`` of the trace (named by MXNet's process name and the thread id), event
   metadata = the operator names, each event's offset and duration in picoseconds relative to
-  its line's ``timestamp_ns`` (the line's first start).
+  its line's ``timestamp_ns`` (the line's first start). Line timestamps count from the trace's
+  first event, as TensorFlow's profiler normalizes them: XProf computes picoseconds
+  ``timestamp_ns * 1000 + offset_ps`` in int64, which wall-clock nanoseconds (~1.8e18) overflow.
 
 Field numbers, checked against xplane.proto: XSpace planes=1, hostnames=4; XPlane id=1 name=2
 lines=3 event_metadata=4 (map<int64, XEventMetadata>: entry key=1 value=2); XLine id=1 name=2
@@ -110,6 +112,7 @@ def build_xspace(spans: List[Span], process_names: Mapping[Any, str] = {}, host:
     for s in spans:
         lines.setdefault((s[0], s[1]), []).append(s)
         meta.setdefault(s[2], len(meta) + 1)
+    origin = min((s[3] for s in spans), default=0)
     body = [f_varint(1, 1), f_str(2, PLANE_NAME)]
     for line_id, ((pid, tid), items) in enumerate(sorted(lines.items(), key=lambda kv: min(
             s[3] for s in kv[1])), start=1):
@@ -119,7 +122,7 @@ def build_xspace(spans: List[Span], process_names: Mapping[Any, str] = {}, host:
         name = f"{process_names.get(pid) or f'pid {pid}'} / tid {tid}"
         events = b"".join(f_bytes(4, f_varint(1, meta[s[2]]) + f_varint(2, (s[3] - t0) * 1000)
                                   + f_varint(3, s[4] * 1000)) for s in items)
-        body.append(f_bytes(3, f_varint(1, line_id) + f_str(2, name) + f_varint(3, t0) + events
+        body.append(f_bytes(3, f_varint(1, line_id) + f_str(2, name) + f_varint(3, t0 - origin) + events
                             + f_varint(9, (end - t0) * 1000) + f_varint(10, line_id) + f_str(11, name)))
     for name, mid in meta.items():
         entry = f_varint(1, mid) + f_bytes(2, f_varint(1, mid) + f_str(2, name) + f_str(4, name))
