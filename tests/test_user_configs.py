@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 import warnings
 
 import mxnet as mx
@@ -248,6 +249,19 @@ def test_initial_epoch_and_step_are_the_fallback(tmp_path):
         TensorBoardHandler(d, initial_epoch="3")
 
 
+def test_initial_epoch_alone_hides_no_batch_points(tmp_path):
+    """A purge at batch 0 would hide all of train's earlier points: only validation's epoch is purged."""
+    d = str(tmp_path)
+    ctx = [mx.cpu()]
+    kw = dict(histogram_period=None, images=False, graph=False)
+    make_est(make_net(ctx), ctx).fit(loader(), val_data=loader(32, seed=1), epochs=2,
+                                     event_handlers=[TensorBoardHandler(d, **kw)])
+    make_est(make_net(ctx), ctx).fit(loader(), val_data=loader(32, seed=1), epochs=1,
+                                     event_handlers=[TensorBoardHandler(d, initial_epoch=1, **kw)])
+    assert steps(d, "train", "batch_loss") == list(range(8)) + list(range(4))  # none hidden
+    assert steps(d, "validation", "epoch_loss") == [0, 1]  # the first run's epoch 1 is replaced
+
+
 def test_a_trainer_that_already_trained_continues_with_a_new_handler(tmp_path):
     d = str(tmp_path)
     ctx = [mx.cpu()]
@@ -359,6 +373,33 @@ def test_a_fit_on_another_thread_keeps_its_hooks(tmp_path):
     assert own_methods(est)
     assert [e.step for e in readback.tensor_events(str(tmp_path / "bg"), "train", "gradients/net_dense1_bias")] \
         == [0, 1, 2, 3]
+
+
+def test_a_new_hook_leaves_the_live_hook_of_a_fit_on_another_thread():
+    """heal() before wrapping removes dead hooks only, not one whose fit runs on another thread."""
+    from gluon_tb.handlers._hooks import FitScope, heal, wrap
+
+    class Obj:
+        def step(self):
+            return 1
+
+    class Est:
+        def fit(self, obj, made, go):
+            made.append(wrap(obj, ("step",), lambda: None, scope=FitScope(self)))
+            go.wait(60)
+
+    obj, made, go = Obj(), [], threading.Event()
+    t = threading.Thread(target=Est().fit, args=(obj, made, go))
+    t.start()
+    deadline = time.time() + 60
+    while not made and time.time() < deadline:
+        time.sleep(0.01)
+    heal(obj, "step")
+    assert "step" in vars(obj) and made[0].active  # its fit is running
+    go.set()
+    t.join(60)
+    heal(obj, "step")
+    assert "step" not in vars(obj) and not made[0].active and obj.step() == 1  # its fit is over
 
 
 # ------------------------------------------------------------ 5. an epoch cut short, update ratio

@@ -34,7 +34,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 from mxnet.gluon.contrib.estimator.event_handler import (BatchBegin, BatchEnd, EpochBegin, EpochEnd, TrainBegin,
                                                          TrainEnd)
 
-from ._base import (ON_ERROR, TRAIN, VALIDATION, FitScope, ParamFilter, RunWriters, Wrap, check_bool,
+from ._base import (ON_ERROR, TRAIN, FitScope, ParamFilter, RunWriters, Wrap, check_bool,
                     check_choice, check_hparams, check_logdir, check_positive_int,
                     check_positive_number, check_start, param_selector, scores, wrap)
 from ._dist import DISTRIBUTED, Worker
@@ -46,19 +46,10 @@ from ._profile import BatchProfiler, check_profile_batch
 from ._projector import Embeddings, Projector, check_embeddings
 from ._word_vectors import WordVectors, WordVectorsLogger, check_word_vectors
 from ._inputs import log_first_batch
-from ._resume import resume_point
+from ._resume import batches_before, continue_at, resume_point
 from ._schedule import Period, schedule
 
 __all__ = ["TensorBoardHandler"]
-
-
-def loader_length(data: Any) -> Optional[int]:
-    """Batches an epoch of ``data`` when it says (a DataLoader does), else None."""
-    try:
-        n = len(data)
-    except TypeError:
-        return None
-    return n if isinstance(n, int) and n > 0 else None
 
 
 class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd, TrainEnd):
@@ -210,7 +201,7 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
             self._step = max(self._step, self._hists.last_logged + 1)
         self._fits += 1
         self._in_epoch = 0
-        self._hists.train_begin(estimator, self._step, loader_length(scope.fit_locals().get("train_data")))
+        self._hists.train_begin(estimator, self._step, batches_before(scope.fit_locals().get("train_data"), 1))
         self._taps.extend(self._epochs.train_begin(estimator, scope, self._abandon))
         if not self._hist.never and not self._out.muted:
             tap = wrap(estimator.trainer, ("step", "allreduce_grads"),
@@ -287,9 +278,7 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
         return False
 
     def train_end(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
-        self._remove_taps()
-        if self._scope is not None:
-            self._scope.end()
+        self._unhook()
         if self._prof:  # a fit that ended inside the range
             self._prof.finish(self._step - 1)
         if self._proj and not self._out.muted:
@@ -298,9 +287,7 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
             self._words.log(max(self._epoch - 1, 0))
         if self._health:
             self._health.settle(wait=True)  # every check judged (and its text queued) before closing
-        for part in (self._filters, self._proj):
-            if part:
-                part.close()
+        self._close_probes()
         if self._hparams is not None:
             final = dict(self._epochs.final)  # floats, or NDArrays the writer thread reads
             self._out.write(TRAIN, "add_hparams", self._hparams, final, max(self._epoch - 1, 0))
@@ -311,14 +298,21 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
             tap.remove()
         self._taps = []
 
-    def _abandon(self) -> None:
-        """The ``fit`` that hooked the trainer raised (no ``train_end``): unhook, close everything."""
+    def _unhook(self) -> None:
+        """Hand the trainer and batch processor their methods back; the fit's scope is over."""
         self._remove_taps()
         if self._scope is not None:
             self._scope.end()
+
+    def _close_probes(self) -> None:
         for part in (self._filters, self._proj):
             if part:
                 part.close()
+
+    def _abandon(self) -> None:
+        """The ``fit`` that hooked the trainer raised (no ``train_end``): unhook, close everything."""
+        self._unhook()
+        self._close_probes()
         if self._health:
             self._health.forget()
         if self._prof:
@@ -328,10 +322,7 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
     def _start_at(self, start: Any) -> None:
         """Continue a resumed training: epoch and batch indices, and hide what they replace."""
         self._epoch, self._step, self.resumed_from = start.epoch, start.step, start.source
-        if start.step or start.epoch:
-            self._out.purge.update({TRAIN: start.step, VALIDATION: start.epoch})
-            self._out.say_once("resume", f"gluon_tb: continuing at epoch {start.epoch}, batch "
-                               f"{start.step} (from {start.source})")
+        continue_at(self._out, start.epoch, start.step, start.source)
 
     # ------------------------------------------------------------ pieces
     def _stop_now(self) -> bool:

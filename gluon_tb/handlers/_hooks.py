@@ -118,9 +118,13 @@ class Wrap:
         """True inside the scope's ``fit``; once that is over, removes this wrap (and says so)."""
         if self.scope is None or self.scope.here():
             return True
-        if not self.scope.alive():  # not merely a call from another thread during the fit
+        if self.dead():  # not merely a call from another thread during the fit
             self.expire()
         return False
+
+    def dead(self) -> bool:
+        """Still in place, but its ``fit`` is over on every thread."""
+        return self.active and self.scope is not None and not self.scope.alive()
 
     def expire(self) -> None:
         if not self.active:
@@ -145,7 +149,7 @@ class Wrap:
 def heal_all() -> None:
     """Expire every wrap whose ``fit`` is over (called when a new ``fit`` begins)."""
     for w in list(_made):
-        if w.active and w.scope is not None and not w.scope.alive():
+        if w.dead():
             w.expire()
         if not w.active:
             _made.discard(w)
@@ -156,9 +160,12 @@ def heal(obj: Any, name: str) -> None:
     while True:
         fn = getattr(obj, "__dict__", {}).get(name)
         w = getattr(fn, _MARK, None)
-        if w is None or (w.active and w.live()):
+        if w is None or (w.active and not w.dead()):  # a fit on another thread still runs it
             return
-        w.remove()  # already expired by live(), or inactive but back on top: restores
+        if w.active:
+            w.expire()  # restores, and closes its handler
+        else:
+            w.remove()  # inactive but back on top: restores
         if obj.__dict__.get(name) is fn:  # could not be removed: leave it (a pass-through)
             return
 

@@ -77,15 +77,23 @@ def _from_optimizer(estimator: Any, scope: FitScope) -> Optional[Start]:
         return None
     if done <= 0:
         return None
-    epoch = 0
-    data = scope.fit_locals().get("train_data")
-    try:
-        per_epoch = len(data)
-    except TypeError:
-        per_epoch = 0
-    if per_epoch > 0:
-        epoch = done // per_epoch
-    return Start(epoch, done, f"the optimizer's update count ({done})")
+    per_epoch = batches_before(scope.fit_locals().get("train_data"), 1)
+    return Start(done // per_epoch if per_epoch else 0, done, f"the optimizer's update count ({done})")
+
+
+def continue_at(out: Any, epoch: int, step: int, source: str) -> None:
+    """A first ``fit`` that starts past 0: hide what an earlier process logged from there on
+    (``train`` from the batch index, ``validation`` from the epoch) and say where it starts.
+
+    A batch index of 0 purges nothing: it would hide every earlier point of ``train``.
+    """
+    if not (step or epoch):
+        return
+    if step:
+        out.purge[TRAIN] = step
+    if epoch:
+        out.purge[VALIDATION] = epoch
+    out.say_once("resume", f"gluon_tb: continuing at epoch {epoch}, batch {step} (from {source})")
 
 
 # ---------------------------------------------------------------- Module.fit
@@ -162,12 +170,7 @@ class ModuleSteps:
         self.shift, self.step = epoch - begin, step or 0
         if self.step or epoch:
             self.resumed_from = source
-            if self.step:  # a step of 0 (length unknown) would hide every earlier point
-                out.purge[TRAIN] = self.step
-            if epoch:
-                out.purge[VALIDATION] = epoch
-            out.say_once("resume", f"gluon_tb: continuing at epoch {epoch}, batch {self.step} "
-                         f"(from {source})")
+        continue_at(out, epoch, self.step, source)
 
     def next_batch(self) -> int:
         """The global index of this batch (and count it)."""
