@@ -65,6 +65,18 @@ class _DLPackOf:
         return (1, 0)  # kDLCPU
 
 
+def host_float(value: Any) -> float:
+    """A queued single value (float, numpy scalar, one-element NDArray) as a float.
+
+    Waits for MXNet's engine for an NDArray: worker side only.
+    """
+    if hasattr(value, "asscalar"):  # MXNet NDArray
+        return float(value.asnumpy().reshape(-1)[0])
+    if hasattr(value, "reshape"):
+        return float(value.reshape(-1)[0])
+    return float(value)
+
+
 def host_view(nd: Any) -> np.ndarray:
     """A read-only numpy view of a CPU NDArray's memory (no copy), else ``asnumpy()``.
 

@@ -32,7 +32,7 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Uni
 import numpy as np
 
 from . import _proto
-from ._convert import check_tag, describe, is_ndarray
+from ._convert import check_tag, describe, host_float, is_ndarray
 from ._wire import f_bool, f_bytes, f_double, f_str, f_varint
 
 PLUGIN_NAME = "hparams"
@@ -252,10 +252,6 @@ def build_hparams_payload(tag: str, payload: HParamsPayload) -> List[bytes]:
     return _build(payload, None)
 
 
-def _host(v: Any) -> float:
-    return float(v.asnumpy().reshape(-1)[0]) if is_ndarray(v) else v
-
-
 def _build(p: HParamsPayload, end_time: Optional[float]) -> List[bytes]:
     out = []
     if p.experiment:
@@ -266,5 +262,5 @@ def _build(p: HParamsPayload, end_time: Optional[float]) -> List[bytes]:
     out.append(_plugin_value(SESSION_END_INFO_TAG, 4, session_end_message(
         p.status, p.start_time if end_time is None else float(end_time))))
     if p.metric_scalars:
-        out += [_proto.value(tag, simple_value=_host(v)) for tag, v in p.metrics.items()]
+        out += [_proto.value(tag, simple_value=host_float(v)) for tag, v in p.metrics.items()]
     return out

@@ -28,6 +28,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional
 
 from . import _proto
+from ._convert import host_float
 from ._event_file import EventFile
 from ._record import frame_many
 from ._storage import RemoteEventFile
@@ -40,14 +41,6 @@ DROPPED_TAG = "gluon_tb/dropped_events"
 _prefixes: Dict[str, bytes] = {}  # tag -> constant part of its scalar events
 _pack_head = struct.Struct("<Bd").pack
 
-
-def _scalar_of(value: Any) -> float:
-    """Turn a queued scalar (float, numpy scalar, NDArray) into a float, on the worker."""
-    if hasattr(value, "asscalar"):  # MXNet NDArray: waits on MXNet's engine, here, not in training
-        return float(value.asnumpy().reshape(-1)[0])
-    if hasattr(value, "reshape"):
-        return float(value.reshape(-1)[0])
-    return float(value)
 
 class Sink:
     """What actions see of the worker: event records by run, and whole files."""
@@ -196,7 +189,7 @@ class Worker:
                 last_run = run
             if type(value) is not float:
                 try:
-                    value = _scalar_of(value)
+                    value = host_float(value)  # an NDArray waits on MXNet's engine here
                 except Exception as e:
                     self._fail(e)
                     continue
