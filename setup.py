@@ -5,6 +5,6 @@ gluon_tb counts histograms with numpy and frames records in Python (same results
 """
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension(f"gluon_tb.writer.{name}", [f"gluon_tb/writer/{name}.c"],
+setup(ext_modules=[Extension(f"gluon_tb.writer.{pkg}.{name}", [f"gluon_tb/writer/{pkg}/{name}.c"],
                              extra_compile_args=["-O3"], optional=True)
-                   for name in ("_fasthist", "_fastframe")])
+                   for pkg, name in (("_summaries", "_fasthist"), ("_format", "_fastframe"))])

@@ -18,7 +18,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from gluon_tb.writer._histogram import build_histogram, capture_histogram  # noqa: E402
+from gluon_tb.writer._summaries.histogram import build_histogram, capture_histogram  # noqa: E402
 
 
 def tensorboardx_default_bins() -> List[float]:

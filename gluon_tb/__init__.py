@@ -12,7 +12,7 @@ works without it.
 from typing import Any
 
 from .writer import SummaryWriter, WriterClosedError
-from .writer._grid import make_image_grid
+from .writer._summaries.grid import make_image_grid
 
 __version__ = "0.1.0"
 

@@ -10,7 +10,7 @@ if [ -z "$PY" ]; then
 fi
 [ -n "$PY" ] || { echo "Python 3.11 is required (MXNet 1.9.1 needs numpy<1.24, which has no wheel for 3.12)" >&2; exit 1; }
 stamp=".venv/.installed-$(printf '%s' "$EXTRAS" | tr ',' '-')"
-want="$(cat pyproject.toml setup.py gluon_tb/writer/*.c | sha256sum | cut -c1-16)"
+want="$(cat pyproject.toml setup.py gluon_tb/writer/*/*.c | sha256sum | cut -c1-16)"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x .venv/bin/python ]; then
   return 0 2>/dev/null || exit 0
 fi

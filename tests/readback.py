@@ -88,7 +88,7 @@ def raw_events(path: str):
     """Every Event proto of one event file, parsed by TensorBoard's protobuf."""
     from tensorboard.compat.proto import event_pb2
 
-    from gluon_tb.writer._record import read_records
+    from gluon_tb.writer._format.record import read_records
 
     with open(path, "rb") as f:
         return [event_pb2.Event.FromString(r) for r in read_records(f, strict=True)]
@@ -109,8 +109,8 @@ def write_values(logdir: str, values, run: str = ".") -> str:
     """
     import time
 
-    from gluon_tb.writer import _proto
-    from gluon_tb.writer._record import frame_many
+    from gluon_tb.writer._format import proto as _proto
+    from gluon_tb.writer._format.record import frame_many
 
     d = os.path.join(logdir, run)
     os.makedirs(d, exist_ok=True)

@@ -9,10 +9,10 @@ import pytest
 from PIL import Image, ImageSequence
 
 import readback
-from gluon_tb.writer._audio import build_audio, capture_audio
-from gluon_tb.writer._image import tile_images
-from gluon_tb.writer._text import MAX_TEXT_BYTES, build_text, capture_text
-from gluon_tb.writer._video import build_video, capture_video
+from gluon_tb.writer._summaries.audio import build_audio, capture_audio
+from gluon_tb.writer._summaries.image import tile_images
+from gluon_tb.writer._summaries.text import MAX_TEXT_BYTES, build_text, capture_text
+from gluon_tb.writer._summaries.video import build_video, capture_video
 
 
 def write_read(tmp_path, value, tag, plugin):

@@ -7,8 +7,8 @@ import pytest
 import readback
 
 from gluon_tb import SummaryWriter
-from gluon_tb.writer._buffers import BufferPool
-from gluon_tb.writer._histogram import default_edges
+from gluon_tb.writer._summaries.copy_buffers import BufferPool
+from gluon_tb.writer._summaries.histogram import default_edges
 
 mx = pytest.importorskip("mxnet")
 
@@ -164,7 +164,7 @@ class _ScribblingPool(BufferPool):
 
 @pytest.mark.parametrize("make", [np.asarray, mx.nd.array], ids=["numpy", "ndarray"])
 def test_the_worker_hands_a_buffer_back_only_after_reading_it(make):
-    from gluon_tb.writer._histogram import build_histograms, capture_histograms
+    from gluon_tb.writer._summaries.histogram import build_histograms, capture_histograms
     from tensorboard.compat.proto import summary_pb2
 
     x = np.linspace(-1, 1, 101, dtype=np.float32)

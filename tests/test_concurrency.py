@@ -95,7 +95,7 @@ def test_drop_mode_flush_beside_two_producers_returns(tmp_path):
 
 # ---------------------------------------------------------------- close() against one producer
 def _scalar(step):
-    from gluon_tb.writer._pipeline import SCALAR
+    from gluon_tb.writer._io.pipeline import SCALAR
 
     return (SCALAR, None, "s", float(step), step, 1.0)
 
@@ -103,7 +103,7 @@ def _scalar(step):
 @pytest.mark.parametrize("on_full", ["block", "drop"])
 def test_an_item_queued_ahead_of_close_is_written_and_one_after_it_refused(tmp_path, on_full):
     """The two ways a producer that sees ``closed`` after queueing can end, made deterministic."""
-    from gluon_tb.writer._pipeline import Pipeline
+    from gluon_tb.writer._io.pipeline import Pipeline
 
     p = Pipeline(str(tmp_path), on_full=on_full)
     p.put_scalar(_scalar(0))

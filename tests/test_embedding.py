@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 from werkzeug.test import Client
 
-from gluon_tb.writer._embedding import (
+from gluon_tb.writer._summaries.embedding import (
     CONFIG_NAME,
     EMPTY_LABEL,
     add_entry,

@@ -4,7 +4,7 @@ import shutil
 import numpy as np
 import pytest
 
-from gluon_tb.writer import _buckets
+from gluon_tb.writer._summaries import histogram_counts as _buckets
 
 EDGES = _buckets.default_edges()
 

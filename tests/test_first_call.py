@@ -87,7 +87,7 @@ def only_value(logdir: str):
 
 
 def check_histogram(logdir: str, tag: str, x: np.ndarray) -> None:
-    from gluon_tb.writer._buckets import default_edges
+    from gluon_tb.writer._summaries.histogram_counts import default_edges
 
     assert readback.plugin_name(logdir, ".", tag) == "histograms"
     [e] = readback.tensor_events(logdir, ".", tag)

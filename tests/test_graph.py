@@ -11,9 +11,9 @@ mx = pytest.importorskip("mxnet")
 from mxnet.gluon import nn  # noqa: E402
 from tensorboard.compat.proto import graph_pb2  # noqa: E402
 
-from gluon_tb.writer import _proto  # noqa: E402
-from gluon_tb.writer._graph import build_graph, capture_graph  # noqa: E402
-from gluon_tb.writer._record import frame_many  # noqa: E402
+from gluon_tb.writer._format import proto as _proto# noqa: E402
+from gluon_tb.writer._summaries.graph import build_graph, capture_graph  # noqa: E402
+from gluon_tb.writer._format.record import frame_many  # noqa: E402
 
 P = "net"  # scope of the test net (its prefix is "net_")
 

@@ -13,8 +13,9 @@ from tensorboard.compat.proto import summary_pb2
 import readback
 from readback import plugin_name, raw_events, tensor_events, write_values
 
-from gluon_tb.writer import _buckets, _histogram
-from gluon_tb.writer._histogram import (
+from gluon_tb.writer._summaries import histogram_counts as _buckets
+from gluon_tb.writer._summaries import histogram as _histogram
+from gluon_tb.writer._summaries.histogram import (
     HistogramPayload,
     build_histogram,
     capture_histogram,

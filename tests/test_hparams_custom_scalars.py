@@ -21,13 +21,13 @@ from tensorboard.plugins.hparams import (
 )
 
 import readback
-from gluon_tb.writer._custom_scalars import (
+from gluon_tb.writer._summaries.custom_scalars import (
     CONFIG_TAG,
     build_custom_scalars,
     build_custom_scalars_payload,
     capture_custom_scalars,
 )
-from gluon_tb.writer._hparams import (
+from gluon_tb.writer._summaries.hparams import (
     EXPERIMENT_TAG,
     SESSION_END_INFO_TAG,
     SESSION_START_INFO_TAG,
@@ -192,7 +192,7 @@ def test_metric_value_is_the_last_logged_scalar(tmp_path):
 
 
 def parse_scalar(tag, value):
-    from gluon_tb.writer import _proto
+    from gluon_tb.writer._format import proto as _proto
     return _proto.value(tag, simple_value=value)
 
 

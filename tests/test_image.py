@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 
 import readback
-from gluon_tb.writer._image import (
+from gluon_tb.writer._summaries.image import (
     build_image,
     capture_image,
     capture_images,

@@ -13,7 +13,7 @@ from PIL import Image
 import readback
 from gluon_tb.handlers import Embeddings, GradHealth, TensorBoardHandler
 from gluon_tb.writer import SummaryWriter
-from gluon_tb.writer._filters import log_conv_filters
+from gluon_tb.handlers._filter_images import log_conv_filters
 from test_estimator_handler import BATCH, GradSpy, Recorder, loader, make_est, make_net, param_names
 
 

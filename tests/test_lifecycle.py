@@ -85,7 +85,7 @@ SIGTERM_SELF = """
 def test_sigterm_handler_is_installed_by_default_and_writes_what_is_queued(tmp_path):
     p = run(SIGTERM_SELF, str(tmp_path))
     assert p.returncode == -signal.SIGTERM  # the process still ends the way SIGTERM ends it
-    assert p.stdout.split() == ["gluon_tb.writer._lifecycle._on_sigterm"]
+    assert p.stdout.split() == ["gluon_tb.writer._io.lifecycle._on_sigterm"]
     assert readback.scalars(str(tmp_path), ".", "s") == [(i, float(i)) for i in range(500)]
 
 

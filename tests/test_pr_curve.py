@@ -9,7 +9,7 @@ from tensorboard.util import tensor_util
 
 from readback import plugin_name, tags, tensor_events, write_values
 
-from gluon_tb.writer._pr_curve import build_pr_curve, capture_pr_curve
+from gluon_tb.writer._summaries.pr_curve import build_pr_curve, capture_pr_curve
 
 
 def tb_expected(labels, predictions, num_thresholds, weights=None):

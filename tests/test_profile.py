@@ -16,7 +16,7 @@ from mxnet.gluon.contrib.estimator import Estimator
 from gluon_tb import SummaryWriter
 from gluon_tb.handlers import TensorBoardHandler
 from gluon_tb.handlers._profile import check_profile_batch, stats_markdown
-from gluon_tb.writer._xplane import build_xspace, trace_spans, xspace_from_trace
+from gluon_tb.writer._summaries.profile import build_xspace, trace_spans, xspace_from_trace
 from readback import multiplexer
 
 warnings.filterwarnings("ignore", message="No trainer specified")
@@ -242,7 +242,7 @@ def test_event_count_equals_the_traces_complete_events(tmp_path, profiler_calls,
     real = SummaryWriter.add_profile
 
     def spy(self, trace, *a, **k):
-        from gluon_tb.writer._xplane import trace_events
+        from gluon_tb.writer._summaries.profile import trace_events
         seen.append(trace_spans(trace_events(trace)))
         return real(self, trace, *a, **k)
 
@@ -272,7 +272,7 @@ def test_autostart_session_is_left_alone(tmp_path, profiler_calls, monkeypatch, 
 
 def test_unfinished_dumps_are_read(tmp_path):
     """MXNet's dump(finished=False): the first ends inside the list, a later one continues it."""
-    from gluon_tb.writer._xplane import trace_events
+    from gluon_tb.writer._summaries.profile import trace_events
     first, later = tmp_path / "first.json", tmp_path / "later.json"
     first.write_text('{\n    "traceEvents": [\n        {"ph": "M", "name": "process_name", "pid": 0,'
                      ' "args": {"name": "cpu/0"}}\n,\n        {"ph": "X", "name": "a", "ts": 1, "dur": 1}\n')

@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 from tensorboard.compat.proto import event_pb2, graph_pb2, summary_pb2, tensor_pb2
 from tensorboard.util import tensor_util
 
-from gluon_tb.writer import _proto, _wire
+from gluon_tb.writer._format import proto as _proto
+from gluon_tb.writer._format import wire as _wire
 
 
 @given(st.integers(min_value=-(2**63), max_value=2**63 - 1))

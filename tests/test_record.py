@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gluon_tb.writer import _crc32c
-from gluon_tb.writer._record import CorruptRecordError, frame, frame_many, read_records
+from gluon_tb.writer._format import crc32c as _crc32c
+from gluon_tb.writer._format.record import CorruptRecordError, frame, frame_many, read_records
 
 # RFC 3720 B.4 test vectors and the classic check value
 VECTORS = [
@@ -84,7 +84,7 @@ def test_tensorboard_reads_our_framing(tmp_path):
     from tensorboard.summary.writer.record_writer import RecordWriter  # noqa: F401  (exists)
     from tensorboard.backend.event_processing import event_file_loader
 
-    from gluon_tb.writer import _proto
+    from gluon_tb.writer._format import proto as _proto
 
     path = tmp_path / "events.out.tfevents.1.h"
     evs = [_proto.event(1.5, 0, file_version="brain.Event:2"), _proto.event(2.5, 7)]
@@ -95,7 +95,7 @@ def test_tensorboard_reads_our_framing(tmp_path):
 
 # ---------------------------------------------------------------- the optional C kernel
 try:
-    from gluon_tb.writer import _fastframe
+    from gluon_tb.writer._format import _fastframe
 except ImportError:  # no compiler at install: the Python code is what runs, tested above
     _fastframe = None
 needs_c = pytest.mark.skipif(_fastframe is None, reason="the C kernel is not built here")
@@ -127,14 +127,14 @@ def test_c_kernel_crc_agrees_with_google_crc32c(data):
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.binary(max_size=300), max_size=40))
 def test_c_kernel_frames_exactly_as_the_python_loop(records):
-    from gluon_tb.writer._record import frame_many_py
+    from gluon_tb.writer._format.record import frame_many_py
 
     assert _fastframe.frame_many(records) == frame_many_py(records) == b"".join(map(frame, records))
 
 
 @needs_c
 def test_c_kernel_frames_large_records_and_rejects_what_is_not_bytes():
-    from gluon_tb.writer._record import frame_many_py
+    from gluon_tb.writer._format.record import frame_many_py
 
     big = [bytes(range(256)) * 4000, b"", b"x" * 7]
     assert _fastframe.frame_many(big) == frame_many_py(big)

@@ -13,7 +13,7 @@ import pytest
 
 import readback
 from gluon_tb import SummaryWriter
-from gluon_tb.writer import _event_file
+from gluon_tb.writer._io import event_file as _event_file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -159,7 +159,7 @@ def test_injected_error_is_raised_by_the_next_add_call(tmp_path, monkeypatch):
     w.flush()
     _fail_writes(monkeypatch, errno.EIO)
     w.add_scalar("s", 1.0, 1)
-    from gluon_tb.writer._pipeline import FLUSH
+    from gluon_tb.writer._io.pipeline import FLUSH
 
     w._p.sync(FLUSH)  # let the worker meet the fault without reporting it
     with pytest.raises(OSError):

@@ -17,11 +17,12 @@ from gluon_tb import SummaryWriter
 
 fsspec = pytest.importorskip("fsspec")
 
-from gluon_tb.writer import _proto, _storage  # noqa: E402
-from gluon_tb.writer._event_file import FILE_VERSION  # noqa: E402
-from gluon_tb.writer._pipeline import Pipeline, Sink  # noqa: E402
-from gluon_tb.writer._record import frame  # noqa: E402
-from gluon_tb.writer._storage import RemoteOptions, RemoteWriteError  # noqa: E402
+from gluon_tb.writer._format import proto as _proto
+from gluon_tb.writer._io import remote as _storage# noqa: E402
+from gluon_tb.writer._io.event_file import FILE_VERSION  # noqa: E402
+from gluon_tb.writer._io.pipeline import Pipeline, Sink  # noqa: E402
+from gluon_tb.writer._format.record import frame  # noqa: E402
+from gluon_tb.writer._io.remote import RemoteOptions, RemoteWriteError  # noqa: E402
 
 HEADER = len(frame(_proto.event(time.time(), 0, file_version=FILE_VERSION)))
 NAME = r"events\.out\.tfevents\.\d{10}\.[^/]+\.%d\.\d{8}" % os.getpid()

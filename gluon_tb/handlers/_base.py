@@ -18,7 +18,7 @@ import warnings
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
 from ..writer import SummaryWriter
-from ..writer._convert import describe
+from ..writer._common.convert import describe
 from ._hooks import FitScope, Wrap, wrap  # noqa: F401 - re-exported for the adapters
 
 TRAIN = "train"
@@ -87,7 +87,7 @@ def param_selector(value: ParamFilter, name: str = "params") -> Callable[[str], 
 def check_hparams(value: Any) -> Optional[Dict[str, Any]]:
     if value is None:
         return None
-    from ..writer._hparams import check_hparams as _check
+    from ..writer._summaries.hparams import check_hparams as _check
 
     if not isinstance(value, Mapping):
         raise TypeError(f"hparams must be a mapping of name to str/bool/int/float, got {describe(value)}")

@@ -2,16 +2,16 @@
 
 The first input of the first training batch is kept (copied on MXNet's engine to the net's
 device) and used for the feature maps of every epoch, so the maps of different epochs are
-comparable. The layout of the images is described in :mod:`gluon_tb.writer._filters`.
+comparable. The layout of the images is described in :mod:`gluon_tb.handlers._filter_images`.
 """
 from __future__ import annotations
 
 import logging
 from typing import Any, Optional, Union
 
-from ..writer._convert import describe
-from ..writer._filters import feature_map_images, filter_images, pick_conv
-from ..writer._probe import LayerProbe, context_of
+from ..writer._common.convert import describe
+from ._filter_images import feature_map_images, filter_images, pick_conv
+from ._probe import LayerProbe, context_of
 from ._base import TRAIN, RunWriters
 
 

@@ -5,7 +5,7 @@ included; an int ``k`` is ``(k, k)``): at ``batch_begin`` of batch ``start`` the
 configured (``profile_all``, ``aggregate_stats``, a temporary trace file) and started; after
 ``batch_end`` of batch ``stop`` (or at the end of a ``fit`` that stops earlier) the engine is
 waited on, the profiler stopped, its trace dumped and handed to the writer (run ``train``,
-``plugins/profile/<session>/<host>.xplane.pb``, see ``writer/_xplane.py``), and its aggregate
+``plugins/profile/<session>/<host>.xplane.pb``, see ``writer/_summaries/profile.py``), and its aggregate
 table logged as Markdown text ``profile/operator_stats`` at the last profiled batch's step.
 Outside the range no profiler function is called. It profiles once per handler.
 
@@ -25,7 +25,7 @@ import shutil
 import tempfile
 from typing import Any, List, Optional, Tuple
 
-from ..writer._convert import describe
+from ..writer._common.convert import describe
 from ._base import TRAIN, RunWriters
 
 TEXT_TAG = "profile/operator_stats"
@@ -117,7 +117,7 @@ class BatchProfiler:
         try:
             mx.nd.waitall()  # the profiled batches' operators have run
             mx.profiler.set_state("stop")
-            mx.profiler.dump(finished=False)  # see _xplane.trace_events
+            mx.profiler.dump(finished=False)  # see writer/_summaries/profile.trace_events
             table = mx.profiler.dumps(reset=True)
             mx.profiler.set_config(**_DEFAULTS)
             if log:

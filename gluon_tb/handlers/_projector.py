@@ -16,8 +16,8 @@ from __future__ import annotations
 import logging
 from typing import Any, List, Optional, Union
 
-from ..writer._convert import describe
-from ..writer._probe import LayerProbe, classifier, context_of, find_block
+from ..writer._common.convert import describe
+from ._probe import LayerProbe, classifier, context_of, find_block
 from ._base import TRAIN, RunWriters, check_positive_int, wrap
 from ._inputs import for_display
 
@@ -28,7 +28,7 @@ class Embeddings:
     Args:
         samples: how many held-out inputs to embed.
         layer: the block whose output is embedded (full name or without the net's prefix);
-            ``None``: the input of the classifier (see :func:`gluon_tb.writer._probe.classifier`):
+            ``None``: the input of the classifier (see :func:`gluon_tb.handlers._probe.classifier`):
             for a (Hybrid)Sequential net the output of all children but the last. With
             :class:`TensorBoardCallback` (Module): a layer (node) of the symbol, ``"fc2"`` or
             ``"fc2_output"``; ``None``: the input of the layer that feeds the loss output.

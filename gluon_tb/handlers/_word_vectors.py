@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, List, Optional
 
-from ..writer._convert import describe
-from ..writer._probe import blocks
+from ..writer._common.convert import describe
+from ._probe import blocks
 from ._base import TRAIN, RunWriters, check_option, check_positive_int
 
 

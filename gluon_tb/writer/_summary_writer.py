@@ -2,7 +2,7 @@
 
 Every ``add_*`` call validates what is cheap to validate, takes what it needs
 (a copy, or an NDArray copy queued on MXNet's engine), queues it and returns;
-the background :class:`~._pipeline.Pipeline` does the rest.
+the background :class:`~._io.pipeline.Pipeline` does the rest.
 """
 from __future__ import annotations
 
@@ -14,15 +14,16 @@ from typing import Any, Iterable, List, Mapping, Optional, Union
 
 import numpy as np
 
-from . import _lifecycle, _proto
-from ._convert import MAX_TAG_LEN, check_step, check_tag, check_walltime, describe
-from ._pipeline import ACTION, DEFAULT_MAX_QUEUE_BYTES, DEFAULT_WORKER_NICE, FLUSH, SCALAR, SUMMARY
-from ._pipeline import Pipeline
-from ._pipeline import WriterClosedError
-from ._buffers import BufferPool
-from ._options import check_writer_args
-from ._runs import check_run_name, make_logdir, payload_nbytes
-from ._scalar import mean_of, scalar_value
+from ._io import lifecycle as _lifecycle
+from ._format import proto as _proto
+from ._common.convert import MAX_TAG_LEN, check_step, check_tag, check_walltime, describe
+from ._io.pipeline import ACTION, DEFAULT_MAX_QUEUE_BYTES, DEFAULT_WORKER_NICE, FLUSH, SCALAR, SUMMARY
+from ._io.pipeline import Pipeline
+from ._io.pipeline import WriterClosedError
+from ._summaries.copy_buffers import BufferPool
+from ._writer_args import check_writer_args
+from ._io.runs import check_run_name, make_logdir, payload_nbytes
+from ._summaries.scalar import mean_of, scalar_value
 
 Number = Union[int, float, np.number]
 _time = time.time
@@ -72,13 +73,13 @@ class SummaryWriter:
             ``add_*`` calls block until the writer catches up, or, with
             ``on_full="drop"``, drop the event and count it in the scalar
             ``gluon_tb/dropped_events``. Histogram copy buffers kept for reuse
-            (see ``_buffers.py``) are bounded by the same number of bytes.
+            (see ``_summaries/copy_buffers.py``) are bounded by the same number of bytes.
         purge_step: when resuming from a checkpoint taken at this step,
             TensorBoard hides the events of earlier runs at or after it.
         storage_options: for a URL ``logdir`` (``s3://...``), keyword arguments of
             its fsspec file system, e.g. ``{"endpoint_url": ..., "key": ..., "secret": ...}``
             for s3fs (default: fsspec's configuration and the environment).
-        remote: a :class:`gluon_tb.writer._storage.RemoteOptions` (part size and age,
+        remote: a :class:`gluon_tb.writer._io.remote.RemoteOptions` (part size and age,
             retries) for a URL ``logdir``; see ``docs/remote.md``.
         worker_nice: the writer thread's nice value (Linux; default 19, the lowest
             priority: it uses the CPU the training leaves idle instead of competing
@@ -94,7 +95,7 @@ class SummaryWriter:
                  storage_options: Optional[Mapping[str, Any]] = None,
                  remote: Optional[Any] = None,
                  worker_nice: Optional[int] = DEFAULT_WORKER_NICE) -> None:
-        from ._storage import remote_options
+        from ._io.remote import remote_options
 
         logdir = check_writer_args(logdir, max_queue, flush_secs, filename_suffix, max_queue_bytes,
                                    on_full, worker_nice)
@@ -258,7 +259,7 @@ class SummaryWriter:
         (TensorBoard's exponential buckets), an int, a numpy strategy name
         (``'auto'``, ``'fd'``, ...) or a sequence of edges. NaN/±Inf are left out
         of the buckets and counted in a warning."""
-        from ._histogram import build_histogram, capture_histogram
+        from ._summaries.histogram import build_histogram, capture_histogram
 
         self._check()
         tag = check_tag(tag)
@@ -275,7 +276,7 @@ class SummaryWriter:
 
             sw.add_histograms({f"weights/{n}": p.data() for n, p in params.items()}, step)
         """
-        from ._histogram import build_histograms, capture_histograms
+        from ._summaries.histogram import build_histograms, capture_histograms
 
         self._check()
         group = capture_histograms(values, bins, self._pool)
@@ -286,7 +287,7 @@ class SummaryWriter:
         """One image (HW, CHW, HWC), or a batch (NCHW, NHWC) tiled into one grid of
         8 per row, as mxboard's (``add_images``: ``ceil(sqrt(N))`` per row).
         Float values are taken in [0, 1], uint8 in [0, 255]; gray stays gray."""
-        from ._image import MXBOARD_NROW, build_image, capture_image, capture_images
+        from ._summaries.image import MXBOARD_NROW, build_image, capture_image, capture_images
 
         self._check()
         tag = check_tag(tag)
@@ -302,7 +303,7 @@ class SummaryWriter:
                    dataformats: Optional[str] = None, walltime: Optional[float] = None,
                    max_images: Optional[int] = None) -> None:
         """A batch of images (NCHW, NHWC or NHW) tiled into one grid image."""
-        from ._image import build_image, capture_images
+        from ._summaries.image import build_image, capture_images
 
         self._check()
         tag = check_tag(tag)
@@ -312,7 +313,7 @@ class SummaryWriter:
     def add_audio(self, tag: str, audio: Any, sample_rate: Number = 44100,
                   global_step: Optional[int] = None, walltime: Optional[float] = None) -> None:
         """A clip of mono (N,) or stereo (N, 2) samples in [-1, 1] (clipped), as WAV."""
-        from ._audio import build_audio, capture_audio
+        from ._summaries.audio import build_audio, capture_audio
 
         self._check()
         tag = check_tag(tag)
@@ -321,7 +322,7 @@ class SummaryWriter:
     def add_video(self, tag: str, video: Any, global_step: Optional[int] = None, fps: Number = 4,
                   walltime: Optional[float] = None) -> None:
         """A clip (T, C, H, W) or a batch of clips (N, T, C, H, W), as an animated GIF."""
-        from ._video import build_video, capture_video
+        from ._summaries.video import build_video, capture_video
 
         self._check()
         tag = check_tag(tag)
@@ -330,7 +331,7 @@ class SummaryWriter:
     def add_text(self, tag: str, text: str, global_step: Optional[int] = None,
                  walltime: Optional[float] = None) -> None:
         """Markdown text, shown by the text dashboard."""
-        from ._text import build_text, capture_text
+        from ._summaries.text import build_text, capture_text
 
         self._check()
         tag = check_tag(tag)
@@ -340,7 +341,7 @@ class SummaryWriter:
                      global_step: Optional[int] = None, weights: Any = None,
                      walltime: Optional[float] = None) -> None:
         """A precision-recall curve of binary ``labels`` against ``predictions`` in [0, 1]."""
-        from ._pr_curve import build_pr_curve, capture_pr_curve
+        from ._summaries.pr_curve import build_pr_curve, capture_pr_curve
 
         self._check()
         tag = check_tag(tag)
@@ -355,7 +356,7 @@ class SummaryWriter:
         ``{name: shape}`` dict) lets every node show its output shape; without
         it only the parameters' shapes are known.
         """
-        from ._graph import build_graph, capture_graph
+        from ._summaries.graph import build_graph, capture_graph
 
         self._check()
         payload = capture_graph(net, input_shapes=input_shapes)
@@ -372,7 +373,7 @@ class SummaryWriter:
         a dict of columns or a list of rows: several columns with a header) and
         thumbnails (NCHW or NHW) for a sprite. Files go under ``logdir/<tag>/<step>/``
         and ``projector_config.pbtxt`` is rewritten whole."""
-        from ._embedding import capture_embedding, embedding_action
+        from ._summaries.embedding import capture_embedding, embedding_action
 
         self._check()
         tag = check_tag(tag)
@@ -385,11 +386,11 @@ class SummaryWriter:
         """A profiler timeline for TensorBoard's Profile dashboard: MXNet's Chrome trace (the
         path of the JSON file ``mx.profiler.dump()`` wrote, its dict or its event list; a path is
         read now) as ``plugins/profile/<session>/<host>.xplane.pb`` of this run (see
-        ``_xplane.py``). ``session``: default the local time, ``2026_11_24_02_30_00``;
+        ``_summaries/profile.py``). ``session``: default the local time, ``2026_11_24_02_30_00``;
         ``host``: default the host name. Returns the file's path relative to the run."""
         import socket
 
-        from ._xplane import trace_events, xspace_from_trace
+        from ._summaries.profile import trace_events, xspace_from_trace
 
         self._check()
         events = trace_events(trace)
@@ -411,7 +412,7 @@ class SummaryWriter:
                     hparam_domain_discrete: Optional[Mapping[str, Iterable[Any]]] = None) -> None:
         """Hyperparameters and their final metrics, in this same run (HParams dashboard).
         The metrics are also logged as scalars under their own tags."""
-        from ._hparams import build_hparams_payload, capture_hparams
+        from ._summaries.hparams import build_hparams_payload, capture_hparams
 
         self._check()
         payload = capture_hparams(hparam_dict, metric_dict, hparam_domain_discrete=hparam_domain_discrete)
@@ -420,7 +421,7 @@ class SummaryWriter:
     def add_custom_scalars(self, layout: Mapping[str, Mapping[str, Any]]) -> None:
         """Chart layout for the custom scalars dashboard, in tensorboardX's form:
         ``{category: {chart: ["Multiline", [tag regexes]] | ["Margin", [value, lower, upper]]}}``."""
-        from ._custom_scalars import build_custom_scalars_payload, capture_custom_scalars
+        from ._summaries.custom_scalars import build_custom_scalars_payload, capture_custom_scalars
 
         self._check()
         self._queue("custom_scalars__config__", build_custom_scalars_payload,
@@ -435,7 +436,7 @@ class SummaryWriter:
         (``<logdir>`` as :meth:`get_logdir` returns it; ``add_scalars`` curves:
         ``<logdir>/<main_tag>_<name>``). A step not given is 0 (mxboard wrote ``null``).
         Read back from the event files, so keeping it costs no memory."""
-        from ._readback import export_scalars
+        from ._io.readback import export_scalars
 
         self.flush()
         export_scalars(self._logdir, self._p.event_paths(), path)

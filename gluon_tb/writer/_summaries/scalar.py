@@ -10,7 +10,7 @@ from typing import Any, List
 
 import numpy as np
 
-from ._convert import describe, host_view, is_ndarray
+from .._common.convert import describe, host_view, is_ndarray
 
 _UNREDUCED_MAX = 1 << 16  # add_mean(copy=False) reads arrays up to this size on the worker
 

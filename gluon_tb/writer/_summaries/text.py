@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from . import _proto
-from ._convert import describe
+from .._format import proto as _proto
+from .._common.convert import describe
 
 MAX_TEXT_BYTES = 16 * 1024 * 1024
 PLUGIN_NAME = "text"

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from typing import Any, List, Mapping, Sequence, Tuple
 
-from . import _proto
-from ._convert import describe
-from ._wire import f_bytes, f_str
+from .._format import proto as _proto
+from .._common.convert import describe
+from .._format.wire import f_bytes, f_str
 
 PLUGIN_NAME = "custom_scalars"
 CONFIG_TAG = "custom_scalars__config__"

@@ -15,9 +15,9 @@ from typing import Any, Union
 
 import numpy as np
 
-from . import _proto
-from ._convert import describe, is_ndarray
-from ._wire import f_varint
+from .._format import proto as _proto
+from .._common.convert import describe, is_ndarray
+from .._format.wire import f_varint
 
 __all__ = ["PrCurvePayload", "capture_pr_curve", "build_pr_curve", "PLUGIN_NAME"]
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ._convert import describe
+from .._common.convert import describe
 
 
 def make_logdir(path: str) -> bool:

@@ -26,8 +26,8 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from ._convert import describe, is_ndarray, to_numpy
-from ._image import check_array
+from .._common.convert import describe, is_ndarray, to_numpy
+from .image import check_array
 
 
 def _check_int(value: Any, name: str, low: int) -> int:

@@ -1,10 +1,10 @@
-/* Optional C kernel of gluon_tb/writer/_buckets.py: bucket counts and statistics in one pass.
+/* Optional C kernel of gluon_tb/writer/_summaries/histogram_counts.py: bucket counts and statistics in one pass.
  *
  * count(x, cells, counts) -> (n_finite, min, max, sum, sum_sq)
  *
  *   x       C-contiguous float32 or float64 values (any buffer: a numpy array)
  *   cells   65536 packed cells, one per top 16 bits of a value: {float inner; int32 base} for
- *           float32 x, {double inner; int64 base} for float64 x (_buckets._Table.cells).
+ *           float32 x, {double inner; int64 base} for float64 x (histogram_counts._Table.cells).
  *           base: 1 + the bucket of the cell's smallest value; inner: the value from which on
  *           the cell's next bucket starts, or inf
  *   counts  writable int64 buffer; incremented at base + (x >= inner) for every value, exactly

@@ -8,8 +8,8 @@ from __future__ import annotations
 import os
 from typing import Any, Optional
 
-from ._convert import describe
-from ._storage import check_logdir
+from ._common.convert import describe
+from ._io.remote import check_logdir
 
 
 def check_writer_args(logdir: Any, max_queue: Any, flush_secs: Any, filename_suffix: Any,

@@ -24,8 +24,8 @@ from typing import Any, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import _proto
-from ._convert import describe, is_ndarray, to_numpy
+from .._format import proto as _proto
+from .._common.convert import describe, is_ndarray, to_numpy
 
 #: zlib level for PNG. Measured on a 274×274 RGB grid of 64 CIFAR-like images
 #: (Pillow 13): level 0 4.7 ms / 226 kB, 1 8.6 ms / 161 kB, 6 (Pillow's default)
@@ -224,7 +224,7 @@ def tile_images(images: Any, nrow: Optional[int] = None, padding: int = 2,
                 pad_value: float = 0) -> np.ndarray:
     """Tile an N×C×H×W batch into one H×W×C image: the grids of ``add_image(s)`` and video.
 
-    Not mxboard's ``make_image_grid`` (``_grid.py``: C×H×W, 8 per row, gray made RGB).
+    Not mxboard's ``make_image_grid`` (``grid.py``: C×H×W, 8 per row, gray made RGB).
 
     ``nrow`` is the number of images per row; ``None`` gives a square-ish grid
     (``ceil(sqrt(N))`` per row). Images are separated and framed by ``padding``

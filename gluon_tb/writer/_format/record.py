@@ -5,7 +5,7 @@ import struct
 import sys
 from typing import BinaryIO, Iterator
 
-from . import _crc32c
+from . import crc32c as _crc32c
 
 _len = struct.Struct("<Q")
 _u32 = struct.Struct("<I")

@@ -28,8 +28,8 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tu
 
 import numpy as np
 
-from ._convert import describe, is_ndarray, to_numpy
-from ._image import array_nbytes, check_array, encode_png, snapshot, to_uint8
+from .._common.convert import describe, is_ndarray, to_numpy
+from .image import array_nbytes, check_array, encode_png, snapshot, to_uint8
 
 MAX_SPRITE_SIZE = 8192
 CONFIG_NAME = "projector_config.pbtxt"

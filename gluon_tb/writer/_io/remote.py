@@ -41,10 +41,10 @@ import weakref
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, List, Mapping, Optional
 
-from . import _proto
-from ._convert import describe
-from ._event_file import FILE_VERSION, event_file_name, next_number
-from ._record import frame
+from .._format import proto as _proto
+from .._common.convert import describe
+from .event_file import FILE_VERSION, event_file_name, next_number
+from .._format.record import frame
 
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
 _PERMANENT = (PermissionError, FileNotFoundError, IsADirectoryError, NotADirectoryError,
@@ -239,7 +239,7 @@ def _count_records(chunks: List[bytes]) -> int:
 class RemoteEventFile:
     """The event file of one run in a :class:`Store`, written as a series of parts.
 
-    The same interface as :class:`~._event_file.EventFile` (``write``,
+    The same interface as :class:`~.event_file.EventFile` (``write``,
     ``sync``, ``close``, ``path``), plus ``due(now)`` and ``upload()`` for the
     worker's timer, and ``discard()`` for a forked child.
     """
@@ -355,7 +355,7 @@ def flush_before_shutdown(pipeline: Any) -> None:
 
 
 def _flush_live() -> None:
-    from ._pipeline import FLUSH
+    from .pipeline import FLUSH
 
     for p in list(_live):
         try:

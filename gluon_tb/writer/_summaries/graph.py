@@ -3,10 +3,10 @@
 ``capture_graph(net)`` runs on the caller's thread and does every MXNet call
 (the symbol's JSON, shape inference, the block tree's prefixes); the payload it
 returns is plain Python. ``build_graph(payload)`` runs on the worker and encodes
-the ``GraphDef`` with :mod:`._proto`; the writer wraps it in an ``Event``.
+the ``GraphDef`` with :mod:`.._format.proto`; the writer wraps it in an ``Event``.
 
 Node names become TensorBoard name scopes that follow the model's structure
-(:mod:`._graph_scopes` states the rule): a Gluon block's by its block tree
+(:mod:`.graph_scopes` states the rule): a Gluon block's by its block tree
 (``hybridsequential0_dense0_fwd`` -> ``hybridsequential0/dense0/fwd``), a bare
 Symbol's by the structure of its names, one group per layer with its parameters
 (``conv_1/weight``, ``conv_1/conv_1``) inside the parts that mix operators
@@ -22,9 +22,9 @@ import numbers
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from . import _proto
-from ._convert import describe
-from ._graph_scopes import scoped_names
+from .._format import proto as _proto
+from .._common.convert import describe
+from .graph_scopes import scoped_names
 
 __all__ = ["GraphPayload", "capture_graph", "build_graph"]
 

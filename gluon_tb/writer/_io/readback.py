@@ -5,7 +5,7 @@ import json
 import struct
 from typing import Dict, Iterator, List, Optional, Tuple
 
-from ._record import read_records
+from .._format.record import read_records
 
 _d = struct.Struct("<d").unpack_from
 _f = struct.Struct("<f").unpack_from

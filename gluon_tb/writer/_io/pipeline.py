@@ -1,7 +1,7 @@
 """The background pipeline: a queue bounded in bytes, drained by one worker.
 
 The training thread only appends small tuples to a deque (no lock, no
-wake-up for scalars); the worker (``_worker.py``) wakes every ``flush_secs`` or
+wake-up for scalars); the worker (``worker.py``) wakes every ``flush_secs`` or
 when enough has queued, drains everything in one go, builds and frames the
 events and writes each run's records with one ``os.write``. ``flush()`` puts a
 marker in the queue and waits until the worker has written everything before it.
@@ -17,9 +17,9 @@ Errors of the worker (an OSError from a full disk, a builder that failed) are
 kept and raised on the producer's next call, ``flush()`` or ``close()`` — once,
 after which the writer carries on.
 
-A URL as ``logdir`` (``s3://...``) writes to a :class:`~._storage.Store` instead:
-:class:`~._storage.RemoteEventFile` parts, uploaded when due, on ``flush()`` and
-on ``close()`` (see ``_storage`` for why parts).
+A URL as ``logdir`` (``s3://...``) writes to a :class:`~.remote.Store` instead:
+:class:`~.remote.RemoteEventFile` parts, uploaded when due, on ``flush()`` and
+on ``close()`` (see ``remote.py`` for why parts).
 """
 from __future__ import annotations
 
@@ -28,10 +28,10 @@ import threading
 import time
 from typing import Any, Dict, List, Optional
 
-from ._storage import RemoteEventFile, RemoteOptions, Store, flush_before_shutdown, is_remote
-from ._storage import local_path
-from ._worker import ACTION, DROPPED_TAG, FLUSH, SCALAR, STOP, SUMMARY, Sink, Worker
-from ._worker import lower_thread_priority
+from .remote import RemoteEventFile, RemoteOptions, Store, flush_before_shutdown, is_remote
+from .remote import local_path
+from .worker import ACTION, DROPPED_TAG, FLUSH, SCALAR, STOP, SUMMARY, Sink, Worker
+from .worker import lower_thread_priority
 
 __all__ = ["ACTION", "DROPPED_TAG", "FLUSH", "SCALAR", "STOP", "SUMMARY", "Pipeline", "Sink",
            "WriterClosedError", "lower_thread_priority", "DEFAULT_MAX_QUEUE_BYTES",
@@ -49,7 +49,7 @@ class WriterClosedError(RuntimeError):
 class Pipeline(Worker):
     """Queue + worker + one :class:`EventFile` per run directory.
 
-    ``remote`` (a :class:`~._storage.RemoteOptions`) tunes how a URL ``logdir`` is
+    ``remote`` (a :class:`~.remote.RemoteOptions`) tunes how a URL ``logdir`` is
     written; it is ignored for a local one.
     """
 

@@ -1,7 +1,7 @@
 """Histogram summaries: ``capture_histogram`` (caller) and ``build_histogram`` (worker).
 
-The caller validates and takes a private copy (``_buffers.BufferPool``); the worker
-counts the buckets (``_buckets``: exactly as ``numpy.histogram``, by a C kernel where
+The caller validates and takes a private copy (``copy_buffers.BufferPool``); the worker
+counts the buckets (``histogram_counts``: exactly as ``numpy.histogram``, by a C kernel where
 one is built), encodes the ``HistogramProto`` and hands the copy back for reuse.
 """
 from __future__ import annotations
@@ -14,10 +14,10 @@ from typing import Any, List, Mapping, Optional, Tuple
 
 import numpy as np
 
-from . import _proto
-from ._buckets import Bins, bucket_counts, default_edges, fast_counts, finite_values, sums
-from ._buffers import NO_POOL, BufferPool
-from ._convert import check_tag, describe, host_view, is_ndarray
+from .._format import proto as _proto
+from .histogram_counts import Bins, bucket_counts, default_edges, fast_counts, finite_values, sums
+from .copy_buffers import NO_POOL, BufferPool
+from .._common.convert import check_tag, describe, host_view, is_ndarray
 
 __all__ = ["HistogramPayload", "HistogramGroup", "capture_histogram", "capture_histograms",
            "build_histogram", "build_histograms", "default_edges", "STRATEGIES"]

@@ -1,4 +1,4 @@
-"""The TensorBoard messages gluon_tb writes, encoded with :mod:`._wire`.
+"""The TensorBoard messages gluon_tb writes, encoded with :mod:`.wire`.
 
 Field numbers follow TensorBoard's ``tensorboard/compat/proto`` definitions
 (``event.proto``, ``summary.proto``, ``tensor.proto``, ``graph.proto``,
@@ -12,8 +12,8 @@ from typing import Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
-from . import _wire
-from ._wire import (
+from . import wire as _wire
+from .wire import (
     f_bool,
     f_bytes,
     f_double,

@@ -15,8 +15,8 @@ import threading
 import time
 from typing import Optional
 
-from . import _proto
-from ._record import frame
+from .._format import proto as _proto
+from .._format.record import frame
 
 FILE_VERSION = "brain.Event:2"
 _os_write = os.write  # the one syscall every record goes through (tests inject faults here)

@@ -6,7 +6,7 @@ objects, works with any installed protobuf (or none), and cannot clash with the
 ``tensorboard`` package's own descriptors in the same process.
 
 Each helper returns the bytes of one *field* (key + payload); a message is the
-concatenation of its fields. Field numbers live in :mod:`._proto`.
+concatenation of its fields. Field numbers live in :mod:`.proto`.
 """
 from __future__ import annotations
 

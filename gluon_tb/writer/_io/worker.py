@@ -1,6 +1,6 @@
 """The worker side of the pipeline: drain the queue, build, frame and write.
 
-One thread (started by :class:`~._pipeline.Pipeline`) wakes every ``flush_secs``
+One thread (started by :class:`~.pipeline.Pipeline`) wakes every ``flush_secs``
 or when enough has queued, takes everything queued in batches, turns scalars
 into event records in one flat loop, runs the builders and actions of other
 items, and writes each run's records with one ``os.write`` (or buffers them in a
@@ -27,11 +27,11 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional
 
-from . import _proto
-from ._convert import host_float
-from ._event_file import EventFile
-from ._record import frame_many
-from ._storage import RemoteEventFile
+from .._format import proto as _proto
+from .._common.convert import host_float
+from .event_file import EventFile
+from .._format.record import frame_many
+from .remote import RemoteEventFile
 
 log = logging.getLogger("gluon_tb")
 
@@ -69,7 +69,7 @@ class Sink:
         os.replace(tmp, path)
 
 class Worker:
-    """The worker thread's half of :class:`~._pipeline.Pipeline` (which sets up the state)."""
+    """The worker thread's half of :class:`~.pipeline.Pipeline` (which sets up the state)."""
 
     _q: Any
     _wake: threading.Event

@@ -1,6 +1,6 @@
 """Looking inside a Gluon network: find a layer, and read its output (or input) for some inputs.
 
-Used by the filter/feature-map helper (``_filters.py``) and the projector option of the
+Used by the filter/feature-map helper (``_filter_images.py``) and the projector option of the
 estimator handler. Imports mxnet lazily.
 
 How a layer's output is read without touching the training graph:
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator, List, Optional, Tuple
 
-from ._convert import describe
+from ..writer._common.convert import describe
 
 
 def blocks(net: Any) -> Iterator[Any]:

@@ -18,9 +18,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import _proto
-from ._convert import describe, to_numpy
-from ._image import array_nbytes, check_array, snapshot
+from .._format import proto as _proto
+from .._common.convert import describe, to_numpy
+from .image import array_nbytes, check_array, snapshot
 
 MAX_SAMPLE_RATE = 2**32 - 1  # the WAV header's field
 

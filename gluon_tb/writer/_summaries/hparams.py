@@ -31,9 +31,9 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Uni
 
 import numpy as np
 
-from . import _proto
-from ._convert import check_tag, describe, host_float, is_ndarray
-from ._wire import f_bool, f_bytes, f_double, f_str, f_varint
+from .._format import proto as _proto
+from .._common.convert import check_tag, describe, host_float, is_ndarray
+from .._format.wire import f_bool, f_bytes, f_double, f_str, f_varint
 
 PLUGIN_NAME = "hparams"
 EXPERIMENT_TAG = "_hparams_/experiment"

@@ -3,7 +3,7 @@
 TensorBoard's images dashboard shows GIFs (it sniffs the image format), as
 tensorboardX's ``add_video`` relies on. Shapes are ``(T, C, H, W)`` for one
 clip or ``(N, T, C, H, W)`` for N clips, tiled side by side in every frame with
-:func:`~._image.tile_images`. C is 1 (gray), 3 (RGB) or 4 (RGBA: GIF has no alpha
+:func:`~.image.tile_images`. C is 1 (gray), 3 (RGB) or 4 (RGBA: GIF has no alpha
 channel, so alpha is dropped). Values follow the images' policy (floats in
 [0, 1], NaN -> 0; uint8 as is; other ints clipped to 0..255).
 
@@ -20,9 +20,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import _proto
-from ._convert import describe, to_numpy
-from ._image import check_channels, array_nbytes, check_array, snapshot, tile_images, to_uint8
+from .._format import proto as _proto
+from .._common.convert import describe, to_numpy
+from .image import check_channels, array_nbytes, check_array, snapshot, tile_images, to_uint8
 
 
 class VideoPayload(NamedTuple):
