@@ -18,7 +18,7 @@ import warnings
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
 from ..writer import SummaryWriter
-from ..writer._common.convert import describe
+from ..writer._common.checks import describe
 from ._hooks import FitScope, Wrap, wrap  # noqa: F401 - re-exported for the adapters
 
 TRAIN = "train"

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from ..writer._common.convert import describe
+from ..writer._common.checks import describe
 
 PAD = 2
 CHANNELS = ("split", "mean")

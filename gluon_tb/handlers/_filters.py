@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Optional, Union
 
-from ..writer._common.convert import describe
+from ..writer._common.checks import describe
 from ._filter_images import feature_map_images, filter_images, pick_conv
 from ._probe import LayerProbe, context_of
 from ._base import TRAIN, RunWriters

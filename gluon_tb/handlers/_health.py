@@ -42,7 +42,7 @@ import threading
 from collections import deque
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-from ..writer._common.convert import describe
+from ..writer._common.checks import describe
 from ._base import TRAIN, RunWriters, check_option, check_positive_int, check_positive_number, logger
 
 KINDS = ("nonfinite", "vanishing", "exploding")

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator, List, Optional, Tuple
 
-from ..writer._common.convert import describe
+from ..writer._common.checks import describe
 
 
 def blocks(net: Any) -> Iterator[Any]:

@@ -25,7 +25,7 @@ import shutil
 import tempfile
 from typing import Any, List, Optional, Tuple
 
-from ..writer._common.convert import describe
+from ..writer._common.checks import describe
 from ._base import TRAIN, RunWriters
 
 TEXT_TAG = "profile/operator_stats"

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from typing import Any, List, Optional, Union
 
-from ..writer._common.convert import describe
+from ..writer._common.checks import describe
 from ._probe import LayerProbe, classifier, context_of, find_block
 from ._base import TRAIN, RunWriters, check_positive_int, wrap
 from ._inputs import for_display

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple, Optional, Union
 
-from ..writer._common.convert import describe
+from ..writer._common.checks import describe
 
 EPOCH = "epoch"
 

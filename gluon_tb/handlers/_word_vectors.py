@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, List, Optional
 
-from ..writer._common.convert import describe
+from ..writer._common.checks import describe
 from ._probe import blocks
 from ._base import TRAIN, RunWriters, check_option, check_positive_int
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from ._io import lifecycle as _lifecycle
 from ._format import proto as _proto
-from ._common.convert import MAX_TAG_LEN, check_step, check_tag, check_walltime, describe
+from ._common.checks import MAX_TAG_LEN, check_step, check_tag, check_walltime, describe
 from ._io.pipeline import ACTION, DEFAULT_MAX_QUEUE_BYTES, DEFAULT_WORKER_NICE, FLUSH, SCALAR, SUMMARY
 from ._io.pipeline import Pipeline
 from ._io.pipeline import WriterClosedError

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from typing import Any, Optional
 
-from ._common.convert import describe
+from ._common.checks import describe
 from ._io.remote import check_logdir
 
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, List, Mapping, Optional
 
 from .._format import proto as _proto
-from .._common.convert import describe
+from .._common.checks import describe
 from .event_file import FILE_VERSION, event_file_name, next_number
 from .._format.record import frame
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from .._common.convert import describe
+from .._common.checks import describe
 
 
 def make_logdir(path: str) -> bool:

@@ -28,7 +28,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional
 
 from .._format import proto as _proto
-from .._common.convert import host_float
+from .._common.arrays import host_float
 from .event_file import EventFile
 from .._format.record import frame_many
 from .remote import RemoteEventFile

@@ -19,7 +19,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .._format import proto as _proto
-from .._common.convert import describe, to_numpy
+from .._common.arrays import to_numpy
+from .._common.checks import describe
 from .image import array_nbytes, check_array, snapshot
 
 MAX_SAMPLE_RATE = 2**32 - 1  # the WAV header's field

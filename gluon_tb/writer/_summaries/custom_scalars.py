@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any, List, Mapping, Sequence, Tuple
 
 from .._format import proto as _proto
-from .._common.convert import describe
+from .._common.checks import describe
 from .._format.wire import f_bytes, f_str
 
 PLUGIN_NAME = "custom_scalars"

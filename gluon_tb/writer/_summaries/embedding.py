@@ -28,7 +28,8 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tu
 
 import numpy as np
 
-from .._common.convert import describe, is_ndarray, to_numpy
+from .._common.arrays import is_ndarray, to_numpy
+from .._common.checks import describe
 from .image import array_nbytes, check_array, encode_png, snapshot, to_uint8
 
 MAX_SPRITE_SIZE = 8192

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from .._format import proto as _proto
-from .._common.convert import describe
+from .._common.checks import describe
 from .graph_scopes import scoped_names
 
 __all__ = ["GraphPayload", "capture_graph", "build_graph"]

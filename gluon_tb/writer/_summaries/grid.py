@@ -26,7 +26,8 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from .._common.convert import describe, is_ndarray, to_numpy
+from .._common.arrays import is_ndarray, to_numpy
+from .._common.checks import describe
 from .image import check_array
 
 

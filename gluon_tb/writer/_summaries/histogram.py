@@ -17,7 +17,8 @@ import numpy as np
 from .._format import proto as _proto
 from .histogram_counts import Bins, bucket_counts, default_edges, fast_counts, finite_values, sums
 from .copy_buffers import NO_POOL, BufferPool
-from .._common.convert import check_tag, describe, host_view, is_ndarray
+from .._common.arrays import host_view, is_ndarray
+from .._common.checks import check_tag, describe
 
 __all__ = ["HistogramPayload", "HistogramGroup", "capture_histogram", "capture_histograms",
            "build_histogram", "build_histograms", "default_edges", "STRATEGIES"]

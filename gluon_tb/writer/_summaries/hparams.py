@@ -32,7 +32,8 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Uni
 import numpy as np
 
 from .._format import proto as _proto
-from .._common.convert import check_tag, describe, host_float, is_ndarray
+from .._common.arrays import host_float, is_ndarray
+from .._common.checks import check_tag, describe
 from .._format.wire import f_bool, f_bytes, f_double, f_str, f_varint
 
 PLUGIN_NAME = "hparams"

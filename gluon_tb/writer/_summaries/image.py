@@ -25,7 +25,8 @@ from typing import Any, NamedTuple, Optional, Sequence, Tuple
 import numpy as np
 
 from .._format import proto as _proto
-from .._common.convert import describe, is_ndarray, to_numpy
+from .._common.arrays import is_ndarray, to_numpy
+from .._common.checks import describe
 
 #: zlib level for PNG. Measured on a 274×274 RGB grid of 64 CIFAR-like images
 #: (Pillow 13): level 0 4.7 ms / 226 kB, 1 8.6 ms / 161 kB, 6 (Pillow's default)

@@ -16,7 +16,8 @@ from typing import Any, Union
 import numpy as np
 
 from .._format import proto as _proto
-from .._common.convert import describe, is_ndarray
+from .._common.arrays import is_ndarray
+from .._common.checks import describe
 from .._format.wire import f_varint
 
 __all__ = ["PrCurvePayload", "capture_pr_curve", "build_pr_curve", "PLUGIN_NAME"]

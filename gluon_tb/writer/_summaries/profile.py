@@ -27,7 +27,7 @@ import json
 import os
 from typing import Any, Dict, Iterable, List, Mapping, Tuple, Union
 
-from .._common.convert import describe
+from .._common.checks import describe
 from .._format.wire import f_bytes, f_str, f_varint
 
 __all__ = ["trace_events", "trace_spans", "build_xspace", "xspace_from_trace", "PLANE_NAME"]

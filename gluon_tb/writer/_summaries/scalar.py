@@ -10,7 +10,8 @@ from typing import Any, List
 
 import numpy as np
 
-from .._common.convert import describe, host_view, is_ndarray
+from .._common.arrays import host_view, is_ndarray
+from .._common.checks import describe
 
 _UNREDUCED_MAX = 1 << 16  # add_mean(copy=False) reads arrays up to this size on the worker
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from .._format import proto as _proto
-from .._common.convert import describe
+from .._common.checks import describe
 
 MAX_TEXT_BYTES = 16 * 1024 * 1024
 PLUGIN_NAME = "text"

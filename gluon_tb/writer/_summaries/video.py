@@ -21,7 +21,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .._format import proto as _proto
-from .._common.convert import describe, to_numpy
+from .._common.arrays import to_numpy
+from .._common.checks import describe
 from .image import check_channels, array_nbytes, check_array, snapshot, tile_images, to_uint8
 
 

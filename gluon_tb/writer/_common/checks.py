@@ -1,8 +1,5 @@
-"""Argument checks and array conversion shared by every summary type.
-
-MXNet is never imported here: an NDArray is recognised by its type's module,
-so the writer works with numpy alone.
-"""
+"""Argument checks shared by every layer: what a wrong value's error message says, and the
+common types (an int that is not a bool, a tag, a step, a wall time)."""
 from __future__ import annotations
 
 import math
@@ -11,6 +8,8 @@ import warnings
 from typing import Any, Optional
 
 import numpy as np
+
+from .arrays import is_ndarray
 
 MAX_TAG_LEN = 4096
 
@@ -25,69 +24,14 @@ def describe(x: Any) -> str:
     return f"{type(x).__name__} {r}"
 
 
-def is_ndarray(x: Any) -> bool:
-    """True for an MXNet NDArray (legacy ``mx.nd`` or ``mx.np``), without importing mxnet."""
-    mod = type(x).__module__
-    return mod.startswith("mxnet.") and hasattr(x, "asnumpy")
+def is_int(x: Any) -> bool:
+    """An integer (Python, numpy) that is not a bool."""
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
 
 
-def to_numpy(x: Any, name: str) -> np.ndarray:
-    """Convert an array-like (numpy, NDArray, list, scalar) to a numpy array.
-
-    This synchronises on MXNet's engine for an NDArray; call it on the worker,
-    not the training thread.
-    """
-    if isinstance(x, np.ndarray):
-        return x
-    if is_ndarray(x):
-        return x.asnumpy()
-    if isinstance(x, (str, bytes)) or x is None:
-        raise TypeError(f"{name} must be an array (numpy, MXNet NDArray or list of numbers), "
-                        f"got {describe(x)}")
-    try:
-        return np.asarray(x)
-    except Exception as e:  # ragged lists and the like
-        raise TypeError(f"{name} must be an array, got {describe(x)}: {e}") from None
-
-
-class _DLPackOf:
-    """What ``np.from_dlpack`` asks of a producer, for an MXNet 1.x NDArray on the CPU."""
-
-    __slots__ = ("nd",)
-
-    def __init__(self, nd: Any) -> None:
-        self.nd = nd
-
-    def __dlpack__(self, stream: Any = None) -> Any:
-        return self.nd.to_dlpack_for_read()  # waits for pending writes on MXNet's engine
-
-    def __dlpack_device__(self) -> tuple:
-        return (1, 0)  # kDLCPU
-
-
-def host_float(value: Any) -> float:
-    """A queued single value (float, numpy scalar, one-element NDArray) as a float.
-
-    Waits for MXNet's engine for an NDArray: worker side only.
-    """
-    if hasattr(value, "asscalar"):  # MXNet NDArray
-        return float(value.asnumpy().reshape(-1)[0])
-    if hasattr(value, "reshape"):
-        return float(value.reshape(-1)[0])
-    return float(value)
-
-
-def host_view(nd: Any) -> np.ndarray:
-    """A read-only numpy view of a CPU NDArray's memory (no copy), else ``asnumpy()``.
-
-    Waits for MXNet's engine: worker side only. The view keeps the NDArray alive.
-    """
-    if getattr(nd, "context", None) is not None and nd.context.device_type == "cpu":
-        try:
-            return np.from_dlpack(_DLPackOf(nd))
-        except Exception:  # an old numpy, a dtype DLPack lacks: copy instead
-            pass
-    return nd.asnumpy()
+def is_real(x: Any) -> bool:
+    """A real number (int, float, numpy scalar) that is not a bool."""
+    return isinstance(x, numbers.Real) and not isinstance(x, bool)
 
 
 def check_tag(tag: Any, name: str = "tag") -> str:
