@@ -1,0 +1,137 @@
+"""The package's layers, as docs/design.md draws them, hold in the imports.
+
+Every ``import`` of every module (at the top or inside a function) is read with ``ast`` and
+resolved; a module may import only from the layers below its own:
+
+    gluon_tb.handlers  ->  gluon_tb.writer (its public names) and gluon_tb.writer._common
+    gluon_tb.writer (root: SummaryWriter)  ->  _summaries, _io, _format, _common
+    _summaries, _io (side by side, never each other)  ->  _format, _common
+    _format  ->  _common
+    _common  ->  nothing of gluon_tb
+
+and the writer imports MXNet only inside functions (``import gluon_tb.writer`` works with numpy alone).
+"""
+from __future__ import annotations
+
+import ast
+import pathlib
+from typing import Iterator, List, Optional, Tuple
+
+import pytest
+
+import gluon_tb
+
+PKG = pathlib.Path(gluon_tb.__file__).parent
+W = "gluon_tb.writer"
+
+# layer of a module -> the prefixes of gluon_tb modules it may import
+ALLOWED = {
+    f"{W}._common": (f"{W}._common",),
+    f"{W}._format": (f"{W}._format", f"{W}._common"),
+    f"{W}._io": (f"{W}._io", f"{W}._format", f"{W}._common"),
+    f"{W}._summaries": (f"{W}._summaries", f"{W}._format", f"{W}._common"),
+    W: (W,),
+    "gluon_tb.handlers": ("gluon_tb.handlers", f"{W}._common"),
+    "gluon_tb": ("gluon_tb",),
+}
+# what handlers may take from the writer package itself (its public names)
+WRITER_PUBLIC = {W}
+# the one crossing allowed, and why
+EXCEPTIONS = {
+    ("gluon_tb.handlers._base", f"{W}._summaries.hparams"):
+        "hparams= is checked with the writer's own check when the handler is made, not at the end of training",
+}
+
+
+def module_name(path: pathlib.Path) -> str:
+    rel = path.relative_to(PKG.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def layer_of(module: str) -> str:
+    """The longest prefix of ALLOWED that ``module`` is in."""
+    best = ""
+    for layer in ALLOWED:
+        if (module == layer or module.startswith(layer + ".")) and len(layer) > len(best):
+            best = layer
+    return best
+
+
+def imports_of(path: pathlib.Path, source: Optional[str] = None,
+               module: Optional[str] = None) -> Iterator[Tuple[int, str, bool]]:
+    """(line, absolute module imported, at module level?) for every import in ``path``
+    (or in ``source``, read as the module ``module``)."""
+    module = module or module_name(path)
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    tree = ast.parse(path.read_text() if source is None else source, str(path))
+    top = set(map(id, tree.body))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                yield node.lineno, a.name, id(node) in top
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[:len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            # ``from pkg import mod`` imports the submodule when there is one
+            for a in node.names:
+                sub = f"{target}.{a.name}"
+                is_mod = (PKG.parent / (sub.replace(".", "/") + ".py")).exists() or \
+                    (PKG.parent / sub.replace(".", "/") / "__init__.py").exists()
+                yield node.lineno, sub if is_mod else target, id(node) in top
+
+
+def all_modules() -> List[pathlib.Path]:
+    return sorted(p for p in PKG.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def test_every_module_has_a_layer():
+    assert all(layer_of(module_name(p)) for p in all_modules())
+    # the folders the design names exist, each a package
+    for sub in ("_common", "_format", "_io", "_summaries"):
+        assert (PKG / "writer" / sub / "__init__.py").exists()
+
+
+@pytest.mark.parametrize("path", all_modules(), ids=lambda p: str(p.relative_to(PKG.parent)))
+def test_imports_go_down_the_layers(path):
+    module = module_name(path)
+    allowed = ALLOWED[layer_of(module)]
+    wrong = []
+    for line, target, _ in imports_of(path):
+        if not target.startswith("gluon_tb"):
+            continue
+        if layer_of(module) == "gluon_tb.handlers" and target in WRITER_PUBLIC:
+            continue
+        if (module, target) in EXCEPTIONS:
+            continue
+        if not any(target == a or target.startswith(a + ".") for a in allowed):
+            wrong.append(f"line {line}: {target}")
+    assert not wrong, f"{module} imports across its layer: {wrong}"
+
+
+@pytest.mark.parametrize("path", [p for p in all_modules() if "writer" in p.parts],
+                         ids=lambda p: str(p.relative_to(PKG.parent)))
+def test_writer_imports_mxnet_only_inside_functions(path):
+    top_level = [(line, t) for line, t, top in imports_of(path)
+                 if top and (t == "mxnet" or t.startswith("mxnet."))]
+    assert not top_level
+
+
+def test_the_rule_catches_a_wrong_import():
+    """The checker itself: an _io module importing a summary type and the writer is reported,
+    a function-local ``import mxnet`` is seen as not at module level."""
+    module = f"{W}._io.probe"
+    source = ("import mxnet\nfrom .._summaries import histogram\nfrom .._summary_writer import SummaryWriter\n"
+              "def f():\n    from mxnet import nd\n")
+    found = list(imports_of(PKG / "writer" / "_io" / "probe.py", source, module))
+    assert found == [(1, "mxnet", True), (2, f"{W}._summaries.histogram", True),
+                     (3, f"{W}._summary_writer", True), (5, "mxnet", False)]
+    allowed = ALLOWED[layer_of(module)]
+    assert [t for _, t, _ in found[1:3] if not any(t.startswith(a + ".") for a in allowed)] == \
+        [f"{W}._summaries.histogram", f"{W}._summary_writer"]
