@@ -66,7 +66,8 @@ def _find_c() -> tuple[Callable[[bytes], int], str]:
 crc32c, IMPLEMENTATION = _find_c()
 
 
-def masked_crc32c(data: bytes) -> int:
-    """TFRecord's masked CRC: rotate right by 15 and add a constant."""
+def masked_crc(data: bytes) -> int:
+    """TFRecord's masked CRC-32C of ``data``: the CRC rotated right by 15 bits plus a constant
+    (so that the CRC of bytes that hold CRCs is not itself trivial)."""
     c = crc32c(data)
     return (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF

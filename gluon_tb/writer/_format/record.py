@@ -13,16 +13,7 @@ _u32 = struct.Struct("<I")
 
 def frame(data: bytes) -> bytes:
     """Return ``data`` framed as one TFRecord."""
-    crc = _crc32c.crc32c
-    header = _len.pack(len(data))
-    c1 = crc(header)
-    c2 = crc(data)
-    return b"".join((
-        header,
-        _u32.pack((((c1 >> 15) | (c1 << 17)) + 0xA282EAD8) & 0xFFFFFFFF),
-        data,
-        _u32.pack((((c2 >> 15) | (c2 << 17)) + 0xA282EAD8) & 0xFFFFFFFF),
-    ))
+    return b"".join((_header(len(data)), data, _u32.pack(_crc32c.masked_crc(data))))
 
 
 _headers: dict[int, bytes] = {}
@@ -33,8 +24,7 @@ def _header(n: int) -> bytes:
     h = _headers.get(n)
     if h is None:
         header = _len.pack(n)
-        c = _crc32c.crc32c(header)
-        h = header + _u32.pack((((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF)
+        h = header + _u32.pack(_crc32c.masked_crc(header))
         if len(_headers) < 65536:
             _headers[n] = h
     return h
@@ -42,7 +32,7 @@ def _header(n: int) -> bytes:
 
 def frame_many_py(records: list[bytes]) -> bytes:
     """Frame every record and join them into one buffer (one write)."""
-    crc = _crc32c.crc32c
+    masked = _crc32c.masked_crc
     pack_u32 = _u32.pack
     headers = _headers
     parts: list[bytes] = []
@@ -52,8 +42,7 @@ def frame_many_py(records: list[bytes]) -> bytes:
         h = headers.get(n)
         append(h if h is not None else _header(n))
         append(data)
-        c = crc(data)
-        append(pack_u32((((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF))
+        append(pack_u32(masked(data)))
     return b"".join(parts)
 
 
@@ -81,7 +70,7 @@ def read_records(f: BinaryIO, *, strict: bool = False) -> Iterator[bytes]:
             return
         (n,) = _len.unpack_from(header)
         (c1,) = _u32.unpack_from(header, 8)
-        if c1 != _crc32c.masked_crc32c(header[:8]):
+        if c1 != _crc32c.masked_crc(header[:8]):
             if strict:
                 raise CorruptRecordError("length CRC mismatch")
             return
@@ -89,7 +78,7 @@ def read_records(f: BinaryIO, *, strict: bool = False) -> Iterator[bytes]:
         tail = f.read(4)
         if len(data) < n or len(tail) < 4:
             return
-        if _u32.unpack(tail)[0] != _crc32c.masked_crc32c(data):
+        if _u32.unpack(tail)[0] != _crc32c.masked_crc(data):
             if strict:
                 raise CorruptRecordError("data CRC mismatch")
             return
