@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import numbers
 
 import numpy as np
 import pytest
@@ -209,6 +210,32 @@ def test_bad_values(values, exc, words):
 def test_bad_bins(bins, exc):
     with pytest.raises(exc, match="bins"):
         capture_histogram(np.ones(3), bins)
+
+
+class _Count:
+    """An integer of another library (gmpy2's ``mpz``, sympy's ``Integer``): a ``numbers.Integral``."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __int__(self) -> int:
+        return self.n
+
+    __index__ = __int__
+
+    def __lt__(self, other: int) -> bool:
+        return self.n < other
+
+
+numbers.Integral.register(_Count)
+
+
+def test_any_integral_bins_is_a_bucket_count():
+    """bins takes every integer type, as nrow, max_images and num_thresholds do (one is_int check)."""
+    x = np.arange(10.0)
+    assert histo(x, _Count(4)) == histo(x, 4)
+    with pytest.raises(ValueError, match="bins"):
+        capture_histogram(x, _Count(0))
 
 
 # ---------------------------------------------------------------- TensorBoard readback

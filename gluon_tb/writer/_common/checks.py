@@ -78,6 +78,6 @@ def check_step(step: Any, name: str = "global_step") -> Optional[int]:
 def check_walltime(walltime: Any) -> Optional[float]:
     if walltime is None:
         return None
-    if isinstance(walltime, bool) or not isinstance(walltime, numbers.Real):
+    if not is_real(walltime):
         raise TypeError(f"walltime must be a number of seconds since the epoch, got {describe(walltime)}")
     return float(walltime)

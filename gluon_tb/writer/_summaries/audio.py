@@ -12,7 +12,6 @@ are clipped, NaN becomes 0, and samples are ``round(x * 32767)``. Integer PCM
 from __future__ import annotations
 
 import io
-import numbers
 import wave
 from typing import Any, NamedTuple
 
@@ -20,7 +19,7 @@ import numpy as np
 
 from .._format import proto as _proto
 from .._common.arrays import to_numpy
-from .._common.checks import describe
+from .._common.checks import describe, is_real
 from .image import array_nbytes, check_array, snapshot
 
 MAX_SAMPLE_RATE = 2**32 - 1  # the WAV header's field
@@ -42,7 +41,7 @@ def capture_audio(audio: Any, sample_rate: float = 44100) -> AudioPayload:
     ``sample_rate`` is a number of samples per second, at least 1 (it is
     rounded to an int in the WAV header). Values are clipped to [-1, 1].
     """
-    if (isinstance(sample_rate, bool) or not isinstance(sample_rate, numbers.Real)):
+    if not is_real(sample_rate):
         raise TypeError(f"sample_rate must be a positive number, got {describe(sample_rate)}")
     if not (1 <= sample_rate <= MAX_SAMPLE_RATE):  # False for NaN too
         raise ValueError(f"sample_rate must be a number from 1 to {MAX_SAMPLE_RATE}, "

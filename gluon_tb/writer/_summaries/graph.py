@@ -18,12 +18,11 @@ op ``Variable``; the ``k``-th output (``k > 0``) of a node is ``name:k``.
 from __future__ import annotations
 
 import json
-import numbers
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from .._format import proto as _proto
-from .._common.checks import describe
+from .._common.checks import describe, is_int
 from .graph_scopes import scoped_names
 
 __all__ = ["GraphPayload", "capture_graph", "build_graph"]
@@ -156,7 +155,7 @@ def _check_input_shapes(input_shapes: Any, data: List[str]) -> Dict[str, Shape]:
 
 
 def _is_dim(d: Any) -> bool:
-    return isinstance(d, numbers.Integral) and not isinstance(d, bool) and d > 0
+    return is_int(d) and d > 0
 
 
 def _infer_shapes(sym: Any, known: Dict[str, Shape]) -> Dict[str, Tuple[Shape, ...]]:

@@ -21,18 +21,17 @@ The writer does not use it: ``add_image``/``add_images`` tile batches with
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Any, Optional, Sequence
 
 import numpy as np
 
 from .._common.arrays import is_ndarray, to_numpy
-from .._common.checks import describe
+from .._common.checks import describe, is_int, is_real
 from .image import check_array
 
 
 def _check_int(value: Any, name: str, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+    if not is_int(value):
         raise TypeError(f"{name} must be an int >= {low}, got {describe(value)}")
     if value < low:
         raise ValueError(f"{name} must be an int >= {low}, got {value}")
@@ -78,7 +77,7 @@ def _as_nchw(tensor: Any) -> np.ndarray:
 def _normalize(arr: np.ndarray, norm_range: Optional[Sequence[float]], scale_each: bool) -> np.ndarray:
     if norm_range is not None:
         if (not isinstance(norm_range, (tuple, list)) or len(norm_range) != 2
-                or not all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in norm_range)):
+                or not all(is_real(v) for v in norm_range)):
             raise TypeError(f"norm_range must be a tuple (min, max) of two numbers or None, "
                             f"got {describe(norm_range)}")
         if not norm_range[0] < norm_range[1]:
@@ -119,7 +118,7 @@ def make_image_grid(tensor: Any, nrow: int = 8, padding: int = 2, normalize: boo
     normalize = _check_bool(normalize, "normalize")
     scale_each = _check_bool(scale_each, "scale_each")
     square_image = _check_bool(square_image, "square_image")
-    if isinstance(pad_value, bool) or not isinstance(pad_value, numbers.Real):
+    if not is_real(pad_value):
         raise TypeError(f"pad_value must be a number, got {describe(pad_value)}")
     ctx = getattr(tensor[0] if isinstance(tensor, (list, tuple)) and tensor else tensor, "ctx", None)
     nd_out = is_ndarray(tensor) or (isinstance(tensor, (list, tuple)) and bool(tensor)

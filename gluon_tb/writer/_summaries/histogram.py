@@ -18,7 +18,7 @@ from .._format import proto as _proto
 from .histogram_counts import Bins, bucket_counts, default_edges, fast_counts, finite_values, sums
 from .copy_buffers import NO_POOL, BufferPool
 from .._common.arrays import host_view, is_ndarray
-from .._common.checks import check_tag, describe
+from .._common.checks import check_tag, describe, is_int
 
 __all__ = ["HistogramPayload", "HistogramGroup", "capture_histogram", "capture_histograms",
            "build_histogram", "build_histograms", "default_edges", "STRATEGIES"]
@@ -132,7 +132,7 @@ def _check_bins(bins: Any) -> Bins:
             return bins
         raise ValueError(f"bins must be 'default', a positive int, one of {sorted(STRATEGIES)} "
                          f"or a sequence of edges, got {bins!r}")
-    if isinstance(bins, (int, np.integer)) and not isinstance(bins, (bool, np.bool_)):
+    if is_int(bins):
         if bins < 1:
             raise ValueError(f"bins must be a positive int, got {bins!r}")
         return int(bins)

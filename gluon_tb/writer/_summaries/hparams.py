@@ -33,7 +33,7 @@ import numpy as np
 
 from .._format import proto as _proto
 from .._common.arrays import host_float, is_ndarray
-from .._common.checks import check_tag, describe
+from .._common.checks import check_tag, describe, is_real
 from .._format.wire import f_bool, f_bytes, f_double, f_str, f_varint
 
 PLUGIN_NAME = "hparams"
@@ -82,7 +82,7 @@ def _metric_value(v: Any, where: str) -> Any:
         return v.copy()  # a later write to v must not change what is logged
     if isinstance(v, np.ndarray) and v.shape == ():
         v = v[()]
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
+    if not is_real(v):  # numpy's bool is no numbers.Real either
         raise TypeError(f"{where} must be an int or float, got {describe(v)}")
     return float(v)
 
@@ -161,8 +161,7 @@ def capture_hparams(hparam_dict: Any, metric_dict: Any, *,
         raise TypeError(f"group_name must be a str, got {describe(group_name)}")
     if start_time is None:
         start_time = time.time()
-    elif isinstance(start_time, bool) or not isinstance(start_time, numbers.Real) \
-            or not math.isfinite(start_time):
+    elif not is_real(start_time) or not math.isfinite(start_time):
         raise TypeError(f"start_time must be seconds since the epoch, got {describe(start_time)}")
     if status not in _STATUS:
         raise ValueError(f"status must be one of {', '.join(map(repr, _STATUS))}, got {status!r}")

@@ -26,7 +26,7 @@ import numpy as np
 
 from .._format import proto as _proto
 from .._common.arrays import is_ndarray, to_numpy
-from .._common.checks import describe
+from .._common.checks import describe, is_int, is_real
 
 #: zlib level for PNG. Measured on a 274×274 RGB grid of 64 CIFAR-like images
 #: (Pillow 13): level 0 4.7 ms / 226 kB, 1 8.6 ms / 161 kB, 6 (Pillow's default)
@@ -183,7 +183,7 @@ def capture_images(images: Any, dataformats: Optional[str] = None,
     x, shape = check_array(images, "images")
     layout = _layout(x, shape, dataformats, "images", _BATCH)
     if max_images is not None:
-        if isinstance(max_images, bool) or not isinstance(max_images, numbers.Integral):
+        if not is_int(max_images):
             raise TypeError(f"max_images must be a positive int or None, got {describe(max_images)}")
         if max_images < 1:
             raise ValueError(f"max_images must be a positive int or None, got {max_images}")
@@ -239,12 +239,11 @@ def tile_images(images: Any, nrow: Optional[int] = None, padding: int = 2,
     arr = to_numpy(images, "images")
     if arr.ndim != 4:
         raise ValueError(f"images must be 4-D (N, C, H, W), got {describe(arr)}")
-    if nrow is not None and (isinstance(nrow, bool) or not isinstance(nrow, numbers.Integral)
-                             or nrow < 1):
+    if nrow is not None and (not is_int(nrow) or nrow < 1):
         raise ValueError(f"nrow must be a positive int or None, got {describe(nrow)}")
-    if isinstance(padding, bool) or not isinstance(padding, numbers.Integral) or padding < 0:
+    if not is_int(padding) or padding < 0:
         raise ValueError(f"padding must be a non-negative int, got {describe(padding)}")
-    if isinstance(pad_value, bool) or not isinstance(pad_value, numbers.Real):
+    if not is_real(pad_value):
         raise TypeError(f"pad_value must be a number, got {describe(pad_value)}")
     n, c, h, w = arr.shape
     if n == 0:

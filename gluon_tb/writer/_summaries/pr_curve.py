@@ -9,7 +9,6 @@ bucket ``floor(p * (num_thresholds - 1))``, computed in ``p``'s dtype).
 """
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass
 from typing import Any, Union
 
@@ -17,7 +16,7 @@ import numpy as np
 
 from .._format import proto as _proto
 from .._common.arrays import is_ndarray
-from .._common.checks import describe
+from .._common.checks import describe, is_int, is_real
 from .._format.wire import f_varint
 
 __all__ = ["PrCurvePayload", "capture_pr_curve", "build_pr_curve", "PLUGIN_NAME"]
@@ -43,7 +42,7 @@ def capture_pr_curve(labels: Any, predictions: Any, num_thresholds: int = 127,
     Value checks of NDArrays (labels 0/1, predictions in [0, 1]) would need a
     sync, so they run in ``build_pr_curve`` on the worker instead.
     """
-    if isinstance(num_thresholds, bool) or not isinstance(num_thresholds, numbers.Integral):
+    if not is_int(num_thresholds):
         raise TypeError(f"num_thresholds must be an int >= 2, got {describe(num_thresholds)}")
     if num_thresholds < 2:
         raise ValueError(f"num_thresholds must be an int >= 2, got {num_thresholds}")
@@ -59,7 +58,7 @@ def capture_pr_curve(labels: Any, predictions: Any, num_thresholds: int = 127,
     if np.dtype(predictions.dtype).kind != "f":
         raise TypeError(f"predictions must be a float array in [0, 1], got {describe(predictions)}")
     if weights is not None:
-        if isinstance(weights, numbers.Real) and not isinstance(weights, bool):
+        if is_real(weights):
             weights = float(weights)
         else:
             weights = _take(weights, "weights")

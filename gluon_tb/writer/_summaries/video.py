@@ -15,14 +15,13 @@ consecutive frames are merged into one longer frame by Pillow.
 from __future__ import annotations
 
 import io
-import numbers
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from .._format import proto as _proto
 from .._common.arrays import to_numpy
-from .._common.checks import describe
+from .._common.checks import describe, is_real
 from .image import check_channels, array_nbytes, check_array, snapshot, tile_images, to_uint8
 
 
@@ -37,7 +36,7 @@ class VideoPayload(NamedTuple):
 
 def capture_video(video: Any, fps: float = 4) -> VideoPayload:
     """Check and copy ``(T, C, H, W)`` or ``(N, T, C, H, W)`` frames; ``fps`` > 0."""
-    if isinstance(fps, bool) or not isinstance(fps, numbers.Real):
+    if not is_real(fps):
         raise TypeError(f"fps must be a positive number, got {describe(fps)}")
     if not (0 < fps < float("inf")):  # False for NaN too
         raise ValueError(f"fps must be a positive finite number, got {fps!r}")
