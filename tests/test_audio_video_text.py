@@ -10,7 +10,7 @@ from PIL import Image, ImageSequence
 
 import readback
 from gluon_tb.writer._summaries.audio import build_audio, capture_audio
-from gluon_tb.writer._summaries.image import tile_images
+from gluon_tb.writer._summaries.pixels import tile_images
 from gluon_tb.writer._summaries.text import MAX_TEXT_BYTES, build_text, capture_text
 from gluon_tb.writer._summaries.video import build_video, capture_video
 

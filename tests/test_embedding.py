@@ -11,17 +11,13 @@ from PIL import Image
 from werkzeug.test import Client
 
 from gluon_tb.writer._summaries.embedding import (
-    CONFIG_NAME,
-    EMPTY_LABEL,
-    add_entry,
     capture_embedding,
     embedding_action,
     embedding_entry,
     embedding_files,
-    projector_config,
-    safe_path_component,
-    sprite_layout,
 )
+from gluon_tb.writer._summaries.projector_config import CONFIG_NAME, add_entry, projector_config
+from gluon_tb.writer._summaries.projector_files import EMPTY_LABEL, safe_path_component, sprite_layout
 
 
 class FileSink:
@@ -124,10 +120,10 @@ def test_several_columns_get_a_header_and_escaping(tmp_path):
 def test_rows_form_with_header_and_numpy_labels(tmp_path):
     emb = np.ones((3, 2), np.float32)
     entries = []
-    log(tmp_path, entries, "rows", 0, emb, [("x", 1), ("y", 2), ("z", 3)], label_header=["l", "n"])
+    log(tmp_path, entries, "rows", 0, emb, [("x", 1), ("y", 2), ("z", 3)])
     log(tmp_path, entries, "np", 0, emb, np.array([7, 8, 9]))
     p = Projector(tmp_path)
-    assert p.metadata("rows").splitlines() == ["l\tn", "x\t1", "y\t2", "z\t3"]
+    assert p.metadata("rows").splitlines() == ["label_0\tlabel_1", "x\t1", "y\t2", "z\t3"]
     assert p.metadata("np").splitlines() == ["7", "8", "9"]
 
 
@@ -260,8 +256,6 @@ def test_numpy_inputs_are_copied():
     (dict(embedding=np.zeros((3, 2)), labels={"a": [1, 2, 3], "b": [1, 2]}), ValueError, "labels"),
     (dict(embedding=np.zeros((2, 2)), labels=[("a", 1), ("b",)]), ValueError, "labels"),
     (dict(embedding=np.zeros((2, 2)), labels="ab"), TypeError, "labels"),
-    (dict(embedding=np.zeros((2, 2)), labels=[("a", 1), ("b", 2)], label_header=["x"]),
-     ValueError, "label_header"),
     (dict(embedding=np.zeros((2, 2)), labels={"x": [1, 2], "x\t": [1, 2], "x\\t": [3, 4]}),
      ValueError, "labels"),
     (dict(embedding=np.zeros((3, 2)), images=np.zeros((2, 3, 4, 4))), ValueError, "images"),

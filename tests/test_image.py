@@ -10,13 +10,8 @@ import pytest
 from PIL import Image
 
 import readback
-from gluon_tb.writer._summaries.image import (
-    build_image,
-    capture_image,
-    capture_images,
-    tile_images,
-    to_uint8,
-)
+from gluon_tb.writer._summaries.image import build_image, capture_image, capture_images
+from gluon_tb.writer._summaries.pixels import tile_images, to_uint8
 from gluon_tb import make_image_grid
 
 

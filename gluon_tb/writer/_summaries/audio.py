@@ -20,7 +20,7 @@ import numpy as np
 from .._format import proto as _proto
 from .._common.arrays import to_numpy
 from .._common.checks import describe, is_real
-from .image import array_nbytes, check_array, snapshot
+from .capture import array_nbytes, check_array, snapshot
 
 MAX_SAMPLE_RATE = 2**32 - 1  # the WAV header's field
 

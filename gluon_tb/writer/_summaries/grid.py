@@ -16,7 +16,7 @@ as it is (CHW, gray made RGB), without padding. Facts taken from mxboard 0.1.0's
 * bad arguments are ``TypeError``/``ValueError`` naming the argument.
 
 The writer does not use it: ``add_image``/``add_images`` tile batches with
-``_image.tile_images`` (H×W×C, ``ceil(sqrt(N))`` per row, gray stays gray).
+``pixels.tile_images`` (H×W×C, ``ceil(sqrt(N))`` per row, gray stays gray).
 """
 from __future__ import annotations
 
@@ -27,7 +27,8 @@ import numpy as np
 
 from .._common.arrays import is_ndarray, to_numpy
 from .._common.checks import describe, is_int, is_real
-from .image import check_array
+from .capture import check_array
+from .layouts import CHANNELS, to_nchw
 
 
 def _check_int(value: Any, name: str, low: int) -> int:
@@ -55,16 +56,15 @@ def _as_nchw(tensor: Any) -> np.ndarray:
             raise ValueError(f"tensor as a list must hold images of one shape, HW or CHW, "
                              f"got shapes {[t.shape for t in items]}")
         arr = np.stack(items)
-        if arr.ndim == 3:
-            arr = arr[:, None]
+        arr = to_nchw(arr, "NHW" if arr.ndim == 3 else "NCHW")
     else:
         x, shape = check_array(tensor, "tensor")
         if len(shape) not in (2, 3, 4):
             raise ValueError(f"tensor must be 2-D (HW), 3-D (CHW) or 4-D (NCHW), got {describe(tensor)}")
         arr = to_numpy(x, "tensor")
-        arr = arr.reshape((1,) * (4 - arr.ndim) + arr.shape)
+        arr = to_nchw(arr, ("HW", "CHW", "NCHW")[arr.ndim - 2])
     n, c, h, w = arr.shape
-    if c not in (1, 3, 4):
+    if c not in CHANNELS:
         raise ValueError(f"tensor must have 1, 3 or 4 channels on its C axis (HW, CHW or NCHW), "
                          f"got {describe(tensor)}; a channels-last array must be transposed first")
     if n == 0 or h == 0 or w == 0:

@@ -3,8 +3,8 @@
 TensorBoard's images dashboard shows GIFs (it sniffs the image format), as
 tensorboardX's ``add_video`` relies on. Shapes are ``(T, C, H, W)`` for one
 clip or ``(N, T, C, H, W)`` for N clips, tiled side by side in every frame with
-:func:`~.image.tile_images`. C is 1 (gray), 3 (RGB) or 4 (RGBA: GIF has no alpha
-channel, so alpha is dropped). Values follow the images' policy (floats in
+:func:`~.pixels.tile_images`. C is 1 (gray), 3 (RGB) or 4 (RGBA: GIF has no alpha
+channel, so alpha is dropped). Values follow the pixels' policy (floats in
 [0, 1], NaN -> 0; uint8 as is; other ints clipped to 0..255).
 
 GIF limits: RGB frames are reduced to a 256-colour palette each (gray frames
@@ -22,7 +22,9 @@ import numpy as np
 from .._format import proto as _proto
 from .._common.arrays import to_numpy
 from .._common.checks import describe, is_real
-from .image import check_channels, array_nbytes, check_array, snapshot, tile_images, to_uint8
+from .capture import array_nbytes, check_array, snapshot
+from .layouts import check_channels
+from .pixels import tile_images, to_uint8
 
 
 class VideoPayload(NamedTuple):

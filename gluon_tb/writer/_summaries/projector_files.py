@@ -1,0 +1,137 @@
+"""The files of one embedding for TensorBoard's projector (pure functions, worker thread).
+
+Under ``<safe tag>/<step:05d>/`` of the run directory (:func:`embedding_dir`):
+
+* ``tensors.tsv``: N lines of D tab-separated floats (float32, ``%.9g``, exact);
+* ``metadata.tsv``: one label column without a header, or several columns
+  after a header row (as the projector expects);
+* ``sprite.png``: the images as a square grid of equal thumbnails, at most
+  8192×8192 pixels, thumbnails scaled down (area average) when N is large.
+
+Labels: every cell is ``str(value)`` (bytes decoded as UTF-8, None -> empty);
+tab, newline and carriage return are written as the two characters ``\\t``,
+``\\n``, ``\\r`` (:func:`escape`). The projector skips blank lines, so a line that
+would be blank gets ``<empty>`` in its first cell.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from typing import Any, List, Optional, Tuple
+
+import numpy as np
+
+from .._common.arrays import is_ndarray, to_numpy
+from .layouts import to_nchw
+from .pixels import encode_png, to_uint8
+
+MAX_SPRITE_SIZE = 8192
+EMPTY_LABEL = "<empty>"
+
+
+# ------------------------------------------------------------ paths
+_CLEAN = re.compile(r"[a-z0-9_][a-z0-9_.-]{0,63}")
+_RESERVED = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)),
+             *(f"lpt{i}" for i in range(10))}
+
+
+def safe_path_component(tag: str) -> str:
+    """One file-name component for ``tag``; distinct tags give distinct names.
+
+    A tag of at most 64 characters from ``a-z 0-9 _ . -``, not starting with
+    '.' or '-', not ending with '.' and not a Windows device name, is used as
+    is. Any other tag becomes its characters with each run of characters
+    outside ``A-Za-z0-9_-`` replaced by '_', leading '-' removed, cut to 40
+    characters (or '_' if nothing is left), then '~' and the first 16 hex
+    digits of the SHA-256 of its UTF-8 (clean names never hold '~',
+    and upper-case tags are hashed so that case-insensitive file systems keep
+    them apart). So '/', '..', absolute paths, NUL and long tags never leave
+    the folder.
+    """
+    if _CLEAN.fullmatch(tag) and not tag.endswith(".") and tag.split(".")[0] not in _RESERVED:
+        return tag
+    prefix = re.sub(r"[^A-Za-z0-9_-]+", "_", tag).lstrip("-")[:40] or "_"
+    return f"{prefix}~{hashlib.sha256(tag.encode('utf-8', 'surrogatepass')).hexdigest()[:16]}"
+
+
+def embedding_dir(tag: str, step: int) -> str:
+    return f"{safe_path_component(tag)}/{int(step):05d}"
+
+
+# ------------------------------------------------------------ tensors.tsv, metadata.tsv
+def escape(s: str) -> str:
+    """Tab, newline and carriage return as the two characters ``\\t``, ``\\n``, ``\\r``."""
+    return s.replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    if isinstance(v, np.generic):
+        v = v.item()
+    return str(v)
+
+
+def metadata_tsv(columns: List[Any], header: Optional[List[str]]) -> bytes:
+    cols = [to_numpy(c, "labels").tolist() if is_ndarray(c) or isinstance(c, np.ndarray) else c
+            for c in columns]
+    lines = [] if header is None else ["\t".join(header)]
+    for row in zip(*cols):
+        cells = [escape(_cell(v)) for v in row]
+        line = "\t".join(cells)
+        if not line.replace("\ufeff", "").strip():  # the projector drops blank lines
+            line = "\t".join([EMPTY_LABEL] + cells[1:])
+        lines.append(line)
+    return ("\n".join(lines) + "\n").encode("utf-8", "surrogatepass")
+
+
+def tensors_tsv(matrix: np.ndarray) -> bytes:
+    m = np.asarray(matrix, dtype=np.float32)
+    fmt = "\t".join(["%.9g"] * m.shape[1])
+    return ("\n".join(fmt % tuple(r) for r in m.tolist()) + "\n").encode("ascii")
+
+
+# ------------------------------------------------------------ sprite.png
+def sprite_layout(n: int, h: int, w: int) -> Tuple[int, int, int]:
+    """``(grid side, thumb height, thumb width)``: side*thumb <= MAX_SPRITE_SIZE."""
+    side = math.isqrt(n - 1) + 1
+    scale = min(1.0, MAX_SPRITE_SIZE / (side * w), MAX_SPRITE_SIZE / (side * h))
+    return side, max(1, min(h, int(h * scale))), max(1, min(w, int(w * scale)))
+
+
+def _area_weights(src: int, dst: int) -> np.ndarray:
+    """(dst, src) matrix averaging the source pixels each destination pixel covers."""
+    edges = np.arange(dst + 1, dtype=np.float64) * (src / dst)
+    lo, hi = edges[:-1, None], edges[1:, None]
+    i = np.arange(src, dtype=np.float64)[None, :]
+    overlap = np.clip(np.minimum(hi, i + 1) - np.maximum(lo, i), 0, None)
+    return (overlap / (src / dst)).astype(np.float32)
+
+
+def sprite_png(images: Any) -> Tuple[bytes, Tuple[int, int]]:
+    """The sprite PNG and the thumbnail ``(width, height)``."""
+    arr = to_numpy(images, "images")
+    arr = to_nchw(arr, "NHW" if arr.ndim == 3 else "NCHW")
+    n, c, h, w = arr.shape
+    side, th, tw = sprite_layout(n, h, w)
+    sprite = np.zeros((side * th, side * tw, c), np.uint8)
+    wy, wx = _area_weights(h, th), _area_weights(w, tw)
+    per_row = side * c * h * w * 4
+    chunk = side * max(1, (64 << 20) // per_row)  # whole grid rows, ~64 MiB of float32
+    for s in range(0, n, chunk):
+        t = to_uint8(np.ascontiguousarray(arr[s:s + chunk])).transpose(0, 2, 3, 1)  # k,h,w,c
+        if (th, tw) != (h, w):
+            t = np.einsum("yh,khwc->kywc", wy, t.astype(np.float32), optimize=True)
+            t = np.einsum("xw,kywc->kyxc", wx, t, optimize=True)
+            t = np.clip(t + 0.5, 0, 255).astype(np.uint8)
+        k = t.shape[0]
+        rows = -(-k // side)
+        if k < rows * side:
+            t = np.concatenate([t, np.zeros((rows * side - k, th, tw, c), np.uint8)])
+        r0 = s // side
+        sprite[r0 * th:(r0 + rows) * th] = (
+            t.reshape(rows, side, th, tw, c).transpose(0, 2, 1, 3, 4).reshape(rows * th, side * tw, c))
+    return encode_png(sprite), (tw, th)
