@@ -21,9 +21,9 @@ from tensorboard.plugins.hparams import (
 )
 
 import readback
+from gluon_tb import SummaryWriter
 from gluon_tb.writer._summaries.custom_scalars import (
     CONFIG_TAG,
-    build_custom_scalars,
     build_custom_scalars_payload,
     capture_custom_scalars,
 )
@@ -31,7 +31,6 @@ from gluon_tb.writer._summaries.hparams import (
     EXPERIMENT_TAG,
     SESSION_END_INFO_TAG,
     SESSION_START_INFO_TAG,
-    build_hparams,
     build_hparams_payload,
     capture_hparams,
 )
@@ -69,10 +68,15 @@ def parse_values(values):
     return [summary_pb2.Summary.Value.FromString(v) for v in values]
 
 
+def build_hparams(hparam_dict, metric_dict, **kwargs):
+    """The values ``add_hparams`` writes, captured and built as the writer does."""
+    return build_hparams_payload("_hparams_", capture_hparams(hparam_dict, metric_dict, **kwargs))
+
+
 # ------------------------------------------------------------ hparams: protos
 def test_hparams_values_parse_with_tensorboard_protos():
     values = parse_values(build_hparams({"lr": 0.1, "opt": "sgd", "bn": False, "layers": 3},
-                                        {"acc": 0.9}, start_time=100.0, end_time=200.0))
+                                        {"acc": 0.9}, start_time=100.0))
     assert [v.tag for v in values] == [EXPERIMENT_TAG, SESSION_START_INFO_TAG,
                                        SESSION_END_INFO_TAG, "acc"]
     for v in values[:3]:
@@ -92,7 +96,7 @@ def test_hparams_values_parse_with_tensorboard_protos():
     assert start.start_time_secs == 100.0 and start.group_name == ""
     end = plugin_data_pb2.HParamsPluginData.FromString(
         values[2].metadata.plugin_data.content).session_end_info
-    assert end.status == api_pb2.STATUS_SUCCESS and end.end_time_secs == 200.0
+    assert end.status == api_pb2.STATUS_SUCCESS and end.end_time_secs == 100.0  # logged at the end
     assert values[3].simple_value == pytest.approx(0.9)
 
 
@@ -101,13 +105,12 @@ _hp_value = st.one_of(st.text(max_size=20), st.booleans(), st.integers(-2**53, 2
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.dictionaries(st.text(min_size=1, max_size=10), _hp_value, max_size=6),
-       st.text(max_size=8))
-def test_any_hparam_dict_round_trips(hparams, group):
-    values = parse_values(build_hparams(hparams, {}, group_name=group))
+@given(st.dictionaries(st.text(min_size=1, max_size=10), _hp_value, max_size=6))
+def test_any_hparam_dict_round_trips(hparams):
+    values = parse_values(build_hparams(hparams, {}))
     start = plugin_data_pb2.HParamsPluginData.FromString(
         values[1].metadata.plugin_data.content).session_start_info
-    assert start.group_name == group
+    assert start.group_name == ""  # every run is a row of its own
     assert set(start.hparams) == set(hparams)
     for k, v in hparams.items():
         pv = start.hparams[k]
@@ -130,17 +133,11 @@ def test_numpy_scalars_and_domains():
     assert domains == {"act": ["relu", "tanh"], "n": [2.0, 4.0, 8.0]}
 
 
-def test_options_drop_experiment_and_metric_scalars():
-    values = parse_values(build_hparams({"a": 1}, {"m": 1.0}, experiment=False,
-                                        metric_scalars=False, status="failure"))
-    assert [v.tag for v in values] == [SESSION_START_INFO_TAG, SESSION_END_INFO_TAG]
+def test_option_drops_the_experiment():
+    values = parse_values(build_hparams({"a": 1}, {"m": 1.0}, experiment=False))
+    assert [v.tag for v in values] == [SESSION_START_INFO_TAG, SESSION_END_INFO_TAG, "m"]
     end = plugin_data_pb2.HParamsPluginData.FromString(values[1].metadata.plugin_data.content)
-    assert end.session_end_info.status == api_pb2.STATUS_FAILURE
-
-
-def test_capture_then_build_payload_equals_build():
-    p = capture_hparams({"a": "x"}, {"m": 2}, start_time=5.0)
-    assert build_hparams_payload("ignored", p) == build_hparams({"a": "x"}, {"m": 2}, start_time=5.0)
+    assert end.session_end_info.status == api_pb2.STATUS_SUCCESS
 
 
 @pytest.mark.parametrize("args, kwargs, exc, word", [
@@ -156,8 +153,7 @@ def test_capture_then_build_payload_equals_build():
     (({"a": 1}, {}), {"hparam_domain_discrete": {"a": [2, 3]}}, ValueError, "hparam_domain_discrete"),
     (({"a": 1}, {}), {"hparam_domain_discrete": {"a": ["1"]}}, ValueError, "hparam_domain_discrete"),
     (({"a": 1}, {}), {"hparam_domain_discrete": {"b": [1]}}, ValueError, "hparam_domain_discrete"),
-    (({"a": 1}, {}), {"status": "done"}, ValueError, "status"),
-    (({"a": 1}, {}), {"group_name": 3}, TypeError, "group_name"),
+    (({"a": 1}, {}), {"start_time": "now"}, TypeError, "start_time"),
 ])
 def test_hparams_errors_name_the_argument(args, kwargs, exc, word):
     with pytest.raises(exc, match=word):
@@ -166,9 +162,8 @@ def test_hparams_errors_name_the_argument(args, kwargs, exc, word):
 
 # ------------------------------------------------------------ hparams: dashboard backend
 def test_dashboard_shows_the_session_in_the_callers_run(tmp_path):
-    readback.write_values(str(tmp_path), [
-        (0, build_hparams({"lr": 0.01, "opt": "adam", "bn": True}, {"val/acc": 0.75, "loss": 0.5})),
-    ])
+    with SummaryWriter(str(tmp_path)) as w:
+        w.add_hparams({"lr": 0.01, "opt": "adam", "bn": True}, {"val/acc": 0.75, "loss": 0.5})
     # no extra run directory: everything is in the caller's run "."
     assert readback.tags(str(tmp_path)) == {(".", t) for t in HP_TAGS | {"val/acc", "loss"}}
     exp, groups = hparams_backend(tmp_path)
@@ -182,24 +177,21 @@ def test_dashboard_shows_the_session_in_the_callers_run(tmp_path):
 
 
 def test_metric_value_is_the_last_logged_scalar(tmp_path):
-    curve = [(s, parse_scalar("val/acc", v)) for s, v in [(1, 0.1), (2, 0.2)]]
-    readback.write_values(str(tmp_path), curve + [(3, build_hparams({"lr": 1.0}, {"val/acc": 0.3}))]
-                          + [(4, parse_scalar("val/acc", 0.4))])
+    with SummaryWriter(str(tmp_path)) as w:
+        w.add_scalar("val/acc", 0.1, 1)
+        w.add_scalar("val/acc", 0.2, 2)
+        w.add_hparams({"lr": 1.0}, {"val/acc": 0.3}, global_step=3)
+        w.add_scalar("val/acc", 0.4, 4)
     _, groups = hparams_backend(tmp_path)
     (group,) = groups.session_groups
     (mv,) = group.metric_values
     assert mv.value == pytest.approx(0.4) and mv.training_step == 4
 
 
-def parse_scalar(tag, value):
-    from gluon_tb.writer._format import proto as _proto
-    return _proto.value(tag, simple_value=value)
-
-
 def test_several_runs_are_one_row_each(tmp_path):
     for run, lr, acc in [("run_a", 0.1, 0.5), ("run_b", 0.2, 0.7), ("run_c", 0.1, 0.9)]:
-        readback.write_values(str(tmp_path), [(10, build_hparams({"lr": lr, "opt": "sgd"},
-                                                                 {"acc": acc}))], run=run)
+        with SummaryWriter(str(tmp_path / run)) as w:
+            w.add_hparams({"lr": lr, "opt": "sgd"}, {"acc": acc}, global_step=10)
     exp, groups = hparams_backend(tmp_path)
     assert [h.name for h in exp.hparam_infos] == ["lr", "opt"]
     rows = {g.sessions[0].name: (g.hparams["lr"].number_value,
@@ -207,6 +199,16 @@ def test_several_runs_are_one_row_each(tmp_path):
             for g in groups.session_groups}
     assert rows == {"run_a": (0.1, {"acc": 0.5}), "run_b": (0.2, {"acc": 0.7}),
                     "run_c": (0.1, {"acc": 0.9})}
+
+
+def test_with_the_experiment_in_every_run_one_runs_names_are_the_columns(tmp_path):
+    with SummaryWriter(str(tmp_path / "r1")) as w:
+        w.add_hparams({"a": 1, "b": "x"}, {"m": 3.0})
+    with SummaryWriter(str(tmp_path / "r2")) as w:
+        w.add_hparams({"a": 2, "c": True}, {"m": 4.0})
+    exp, groups = hparams_backend(tmp_path)
+    assert {h.name for h in exp.hparam_infos} in ({"a", "b"}, {"a", "c"})  # the run met first
+    assert len(groups.session_groups) == 2
 
 
 def test_without_experiment_tensorboard_derives_the_columns(tmp_path):
@@ -238,7 +240,8 @@ def expected_layout():
 
 
 def test_layout_reads_back_equal(tmp_path):
-    readback.write_values(str(tmp_path), [(0, build_custom_scalars(LAYOUT))])
+    with SummaryWriter(str(tmp_path)) as w:
+        w.add_custom_scalars(LAYOUT)
     assert readback.tags(str(tmp_path)) == {(".", CONFIG_TAG)}
     assert readback.plugin_name(str(tmp_path), ".", CONFIG_TAG) == "custom_scalars"
     (ev,) = readback.tensor_events(str(tmp_path), ".", CONFIG_TAG)
@@ -249,15 +252,11 @@ def test_layout_reads_back_equal(tmp_path):
 def test_custom_scalars_plugin_serves_the_layout(tmp_path):
     from tensorboard.plugins.custom_scalar.custom_scalars_plugin import CustomScalarsPlugin
 
-    readback.write_values(str(tmp_path), [(0, build_custom_scalars(LAYOUT))])
+    readback.write_values(str(tmp_path), [
+        (0, build_custom_scalars_payload(CONFIG_TAG, capture_custom_scalars(LAYOUT)))])
     plugin = CustomScalarsPlugin(tb_context_for(tmp_path))
     got = plugin.layout_impl(tb_context.RequestContext(), "")  # JSON text
     assert json_format.Parse(got, layout_pb2.Layout()) == expected_layout()
-
-
-def test_capture_and_payload_builder_match():
-    assert build_custom_scalars_payload(CONFIG_TAG, capture_custom_scalars(LAYOUT)) == \
-        build_custom_scalars(LAYOUT)
 
 
 @pytest.mark.parametrize("layout, exc, word", [
@@ -274,7 +273,7 @@ def test_capture_and_payload_builder_match():
 ])
 def test_layout_errors_name_layout(layout, exc, word):
     with pytest.raises(exc, match=word) as info:
-        build_custom_scalars(layout)
+        capture_custom_scalars(layout)
     assert "layout" in str(info.value)
 
 

@@ -88,11 +88,6 @@ def layout_message(layout: Any) -> bytes:
     return out
 
 
-def build_custom_scalars(layout: Any) -> bytes:
-    """One encoded ``Summary.Value`` holding the layout (pure; validates ``layout``)."""
-    return build_custom_scalars_payload(CONFIG_TAG, layout_message(layout))
-
-
 def capture_custom_scalars(layout: Any) -> bytes:
     """Caller-thread form: validate and encode now (cheap); the payload is the Layout bytes."""
     return layout_message(layout)

@@ -7,7 +7,8 @@ names the ``hparams`` plugin and carries an ``HParamsPluginData`` message
 * ``_hparams_/experiment``: the columns (hparam names and types, metric tags);
 * ``_hparams_/session_start_info``: this run's hparam values (a map of
   ``google.protobuf.Value``);
-* ``_hparams_/session_end_info``: the run's status.
+* ``_hparams_/session_end_info``: the run's status (always success: the values
+  are logged when they are known).
 
 A *session* is the run directory holding ``session_start_info``; its metric
 values are the last values of the scalar tags named in ``metric_dict``, read
@@ -18,9 +19,11 @@ one row per run, next to that run's curves.
 
 Experiment summary and several runs: TensorBoard uses the experiment summary of
 *one* run (whichever it meets first) for the whole log directory. Runs that log
-the same hparam names and metric tags (the usual sweep) are shown correctly;
-for runs with different names pass ``experiment=False`` so that TensorBoard
-derives the columns from every run's values instead.
+the same hparam names and metric tags (the usual sweep) are shown correctly; of
+runs with different names, only that one run's names become columns.
+``add_hparams`` always writes the experiment summary; a payload captured with
+``experiment=False`` leaves it out, and TensorBoard then derives the columns
+from every run's values (``tests/test_hparams_custom_scalars.py`` shows both).
 """
 from __future__ import annotations
 
@@ -43,7 +46,7 @@ SESSION_END_INFO_TAG = "_hparams_/session_end_info"
 
 # tensorboard.hparams.DataType / Status
 DATA_TYPE_STRING, DATA_TYPE_BOOL, DATA_TYPE_FLOAT64 = 1, 2, 3
-_STATUS = {"unknown": 0, "success": 1, "failure": 2, "running": 3}
+STATUS_SUCCESS = 1
 
 HParamValue = Union[str, bool, float]
 
@@ -54,11 +57,8 @@ class HParamsPayload(NamedTuple):
     hparams: Dict[str, HParamValue]
     metrics: Dict[str, float]
     domains: Dict[str, List[HParamValue]]
-    group_name: str
     start_time: float
-    status: str
     experiment: bool
-    metric_scalars: bool
 
 
 # ------------------------------------------------------------ validation
@@ -143,30 +143,21 @@ def _check_domains(domains: Any, hparams: Dict[str, HParamValue]) -> Dict[str, L
 
 def capture_hparams(hparam_dict: Any, metric_dict: Any, *,
                     hparam_domain_discrete: Optional[Mapping[str, Sequence[Any]]] = None,
-                    group_name: str = "", start_time: Optional[float] = None,
-                    status: str = "success", experiment: bool = True,
-                    metric_scalars: bool = True) -> HParamsPayload:
-    """Check every argument (caller's thread) and return plain copies for :func:`build_hparams`.
+                    start_time: Optional[float] = None, experiment: bool = True) -> HParamsPayload:
+    """Check every argument (caller's thread) and return plain copies for
+    :func:`build_hparams_payload`.
 
-    ``group_name``: sessions with the same non-empty group name are averaged
-    into one row; the default ``""`` gives every run its own row.
-    ``status``: 'success', 'failure', 'running' or 'unknown'.
+    ``start_time``: the session's start (and end), default now.
     ``experiment``: also write the experiment summary (see the module docstring).
-    ``metric_scalars``: also return the metric values as scalar values.
     """
     hparams = check_hparams(hparam_dict)
     metrics = check_metrics(metric_dict)
     domains = _check_domains(hparam_domain_discrete, hparams)
-    if not isinstance(group_name, str):
-        raise TypeError(f"group_name must be a str, got {describe(group_name)}")
     if start_time is None:
         start_time = time.time()
     elif not is_real(start_time) or not math.isfinite(start_time):
         raise TypeError(f"start_time must be seconds since the epoch, got {describe(start_time)}")
-    if status not in _STATUS:
-        raise ValueError(f"status must be one of {', '.join(map(repr, _STATUS))}, got {status!r}")
-    return HParamsPayload(hparams, metrics, domains, group_name, float(start_time), status,
-                          bool(experiment), bool(metric_scalars))
+    return HParamsPayload(hparams, metrics, domains, float(start_time), bool(experiment))
 
 
 # ------------------------------------------------------------ encoding
@@ -207,20 +198,19 @@ def experiment_message(hparams: Mapping[str, HParamValue], metrics: Sequence[str
     return out
 
 
-def session_start_message(hparams: Mapping[str, HParamValue], group_name: str,
-                          start_time: float) -> bytes:
-    """``tensorboard.hparams.SessionStartInfo`` with the ``hparams`` map."""
+def session_start_message(hparams: Mapping[str, HParamValue], start_time: float) -> bytes:
+    """``tensorboard.hparams.SessionStartInfo`` with the ``hparams`` map (no group name:
+    every run is a row of its own)."""
     out = b"".join(
         f_bytes(1, f_str(1, name) + f_bytes(2, struct_value(hparams[name])))
         for name in sorted(hparams)
     )
-    if group_name:
-        out += f_str(4, group_name)
     return out + f_double(5, start_time)
 
 
-def session_end_message(status: str, end_time: float) -> bytes:
-    return f_varint(1, _STATUS[status]) + f_double(2, end_time)
+def session_end_message(end_time: float) -> bytes:
+    """``tensorboard.hparams.SessionEndInfo`` of a successful session."""
+    return f_varint(1, STATUS_SUCCESS) + f_double(2, end_time)
 
 
 def _plugin_value(tag: str, field: int, message: bytes) -> bytes:
@@ -230,37 +220,19 @@ def _plugin_value(tag: str, field: int, message: bytes) -> bytes:
     return _proto.value(tag, tensor=null_tensor, metadata=meta)
 
 
-def build_hparams(hparam_dict: Any, metric_dict: Any, *,
-                  hparam_domain_discrete: Optional[Mapping[str, Sequence[Any]]] = None,
-                  group_name: str = "", start_time: Optional[float] = None,
-                  end_time: Optional[float] = None, status: str = "success",
-                  experiment: bool = True, metric_scalars: bool = True) -> List[bytes]:
-    """Encoded ``Summary.Value`` messages for one session (pure; validates its arguments).
-
-    In order: the experiment (unless ``experiment=False``), session_start_info,
-    session_end_info, then one ``simple_value`` scalar per metric tag (unless
-    ``metric_scalars=False``). Write them all in one event of the caller's run.
-    """
-    p = capture_hparams(hparam_dict, metric_dict, hparam_domain_discrete=hparam_domain_discrete,
-                        group_name=group_name, start_time=start_time, status=status,
-                        experiment=experiment, metric_scalars=metric_scalars)
-    return _build(p, end_time)
-
-
 def build_hparams_payload(tag: str, payload: HParamsPayload) -> List[bytes]:
-    """The pipeline's ``builder(tag, payload)`` form of :func:`build_hparams` (``tag`` is unused)."""
-    return _build(payload, None)
+    """Encoded ``Summary.Value`` messages for one session (worker thread; ``tag`` is unused).
 
-
-def _build(p: HParamsPayload, end_time: Optional[float]) -> List[bytes]:
+    In order: the experiment (unless captured with ``experiment=False``),
+    session_start_info, session_end_info, then one ``simple_value`` scalar per
+    metric tag. Written in one event of the caller's run.
+    """
+    p = payload
     out = []
     if p.experiment:
         out.append(_plugin_value(EXPERIMENT_TAG, 2, experiment_message(
             p.hparams, list(p.metrics), p.domains, p.start_time)))
-    out.append(_plugin_value(SESSION_START_INFO_TAG, 3, session_start_message(
-        p.hparams, p.group_name, p.start_time)))
-    out.append(_plugin_value(SESSION_END_INFO_TAG, 4, session_end_message(
-        p.status, p.start_time if end_time is None else float(end_time))))
-    if p.metric_scalars:
-        out += [_proto.value(tag, simple_value=host_float(v)) for tag, v in p.metrics.items()]
+    out.append(_plugin_value(SESSION_START_INFO_TAG, 3, session_start_message(p.hparams, p.start_time)))
+    out.append(_plugin_value(SESSION_END_INFO_TAG, 4, session_end_message(p.start_time)))
+    out += [_proto.value(metric, simple_value=host_float(v)) for metric, v in p.metrics.items()]
     return out
