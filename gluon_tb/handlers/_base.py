@@ -2,8 +2,9 @@
 
 The adapters (``_estimator.py``, ``_module.py``) only decide *what* to log and *when*;
 everything that touches a :class:`~gluon_tb.writer.SummaryWriter` goes through
-:meth:`RunWriters.write`, which opens one writer per run directory lazily (so no
-empty event files appear) and applies the ``on_error`` policy.
+:meth:`RunWriters.call` (``out.call(TRAIN, SummaryWriter.add_scalar, tag, value, step)``, a call
+that a type checker follows), which opens one writer per run directory lazily (so no empty event
+files appear) and applies the ``on_error`` policy.
 
 Nothing here has "metric" in an attribute name: the Gluon estimator rejects
 handlers with such attributes unless they hold one of its metric objects.
@@ -15,7 +16,7 @@ import logging
 import os
 import re
 import warnings
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, TypeVar, Union
 
 from ..writer import SummaryWriter
 from ..writer._common.checks import describe
@@ -28,6 +29,11 @@ ON_ERROR = ("raise", "warn")
 logger = logging.getLogger("gluon_tb.handlers")
 
 ParamFilter = Union[None, str, Callable[[str], bool]]
+R = TypeVar("R")
+if TYPE_CHECKING:  # typing has ParamSpec from Python 3.10; annotations here are never evaluated
+    from typing import Concatenate, ParamSpec
+
+    P = ParamSpec("P")
 
 
 # ---------------------------------------------------------------- argument checks
@@ -185,19 +191,15 @@ class RunWriters:
                                                 purge_step=self.purge.pop(run, None))
         return w
 
-    def write(self, run: str, method: str, *args: Any, **kwargs: Any) -> bool:
-        """Call ``SummaryWriter.<method>`` of ``run``; False when it failed under ``"warn"``."""
-        if self.muted:
-            return True
-        try:
-            getattr(self.writer(run), method)(*args, **kwargs)
-            return True
-        except Exception as e:  # noqa: BLE001 - the policy decides
-            self.failed(e)
-            return False
+    def call(self, run: str, fn: Callable[Concatenate[SummaryWriter, P], R], *args: P.args,
+             **kwargs: P.kwargs) -> Optional[R]:
+        """``fn(writer of run, *args, **kwargs)`` under the error policy; None when muted or failed.
 
-    def apply(self, run: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """``fn(writer of run, *args, **kwargs)`` under the error policy (None when it failed)."""
+        ``fn`` is a :class:`SummaryWriter` method, unbound (``SummaryWriter.add_scalar``), or a
+        function whose first argument is the writer: a type checker follows the call and checks
+        its arguments against ``fn``'s signature. A failure goes to :meth:`failed` (``"raise"``:
+        re-raised; ``"warn"``: counted, None returned).
+        """
         if self.muted:
             return None
         try:

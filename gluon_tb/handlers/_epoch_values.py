@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from typing import Any, Dict, List, Tuple
 
+from ..writer import SummaryWriter
 from ._base import TRAIN, VALIDATION, FitScope, RunWriters, Wrap, is_loss, loss_total, scores, wrap
 from ._dist import Worker, WorkerMean, detect, place
 
@@ -88,9 +89,10 @@ class EpochValues:
         val, fresh = self._validation(estimator.val_metrics)
         pairs, rate, val = self._combine(pairs, rate, val)
         self._log(TRAIN, pairs, epoch)
-        self._out.write(TRAIN, "add_scalar", "epoch_learning_rate", estimator.trainer.learning_rate, epoch)
+        self._out.call(TRAIN, SummaryWriter.add_scalar, "epoch_learning_rate", estimator.trainer.learning_rate,
+                       epoch)
         if rate == rate:
-            self._out.write(TRAIN, "add_scalar", "epoch_samples_per_second", rate, epoch)
+            self._out.call(TRAIN, SummaryWriter.add_scalar, "epoch_samples_per_second", rate, epoch)
         if self._val_own:  # no loss seen (a batch processor of its own): no point rather than NaN
             val = [(t, v) for t, v in val if not (t == "loss" and isinstance(v, float) and v != v)]
         if fresh and val and not all(isinstance(v, float) and v != v for _, v in val):  # all NaN: none
@@ -140,4 +142,4 @@ class EpochValues:
     def _log(self, run: str, pairs: Pairs, epoch: int) -> None:
         for tag, v in pairs:
             self.final[f"hparams/{run}/epoch_{tag}"] = v
-            self._out.write(run, "add_scalar", f"epoch_{tag}", v, epoch)
+            self._out.call(run, SummaryWriter.add_scalar, f"epoch_{tag}", v, epoch)

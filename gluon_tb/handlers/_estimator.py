@@ -34,6 +34,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 from mxnet.gluon.contrib.estimator.event_handler import (BatchBegin, BatchEnd, EpochBegin, EpochEnd, TrainBegin,
                                                          TrainEnd)
 
+from ..writer import SummaryWriter
 from ._base import (ON_ERROR, TRAIN, FitScope, ParamFilter, RunWriters, Wrap, check_bool,
                     check_choice, check_hparams, check_logdir, check_positive_int,
                     check_positive_number, check_start, param_selector, scores, wrap)
@@ -237,9 +238,10 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
         self._epochs.see_batch(losses, batch)
         if self._every.due(k):
             if losses:
-                self._out.write(TRAIN, "add_mean", "batch_loss", losses, k, copy=False)  # fresh outputs
+                # copy=False: the loss arrays are fresh outputs
+                self._out.call(TRAIN, SummaryWriter.add_mean, "batch_loss", losses, k, copy=False)
             for tag, v in scores(estimator.train_metrics, skip_loss=bool(losses)):
-                self._out.write(TRAIN, "add_scalar", f"batch_{tag}", v, k)
+                self._out.call(TRAIN, SummaryWriter.add_scalar, f"batch_{tag}", v, k)
         if self._out.muted:  # a worker other than rank 0: only the epoch values are shared
             self._step += 1
             self._in_epoch += 1
@@ -290,7 +292,8 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
         self._close_probes()
         if self._hparams is not None:
             final = dict(self._epochs.final)  # floats, or NDArrays the writer thread reads
-            self._out.write(TRAIN, "add_hparams", self._hparams, final, max(self._epoch - 1, 0))
+            self._out.call(TRAIN, SummaryWriter.add_hparams, self._hparams, final,
+                           max(self._epoch - 1, 0))
         self._out.close()
 
     def _remove_taps(self) -> None:

@@ -12,6 +12,7 @@ from typing import Any, Optional, Union
 from ..writer._common.checks import describe
 from ._filter_images import feature_map_images, filter_images, pick_conv
 from ._probe import LayerProbe, context_of
+from ..writer import SummaryWriter
 from ._base import TRAIN, RunWriters
 
 
@@ -52,9 +53,9 @@ class ConvFilters:
     def epoch_end(self, epoch: int) -> None:
         if self._conv is None:
             return
-        self._out.apply(TRAIN, self._log, epoch)
+        self._out.call(TRAIN, self._log, epoch)
 
-    def _log(self, w: Any, epoch: int) -> None:
+    def _log(self, w: SummaryWriter, epoch: int) -> None:
         maps = None
         if self._sample is not None and self._sample is not False:
             if self._probe is None:
@@ -68,7 +69,7 @@ class ConvFilters:
             self._probe = None
 
 
-def write_filters(w: Any, name: str, weight: Any, maps: Any, step: int, max_filters: int = 64) -> None:
+def write_filters(w: SummaryWriter, name: str, weight: Any, maps: Any, step: int, max_filters: int = 64) -> None:
     """``conv_filters/<name>`` from a convolution's ``weight`` (O, I, kh, kw) and, unless ``maps``
     is None, ``feature_maps/<name>`` from one sample's maps (1, C, H, W); NDArray ops only.
     Shared by :class:`ConvFilters` and the Module callback (``_module_insight.py``)."""

@@ -43,6 +43,7 @@ from collections import deque
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from ..writer._common.checks import describe
+from ..writer import SummaryWriter
 from ._base import TRAIN, RunWriters, check_option, check_positive_int, check_positive_number, logger
 
 KINDS = ("nonfinite", "vanishing", "exploding")
@@ -140,12 +141,12 @@ class HealthMonitor:
         w = self._out
         g_ratio = g_step / nd.maximum(nd.maximum(gwn, g_step), 1e-30)
         for tag, v in (("grad_norm", ggn), ("weight_norm", gwn), ("update_ratio", g_ratio)):
-            w.write(TRAIN, "add_scalar", f"{tag}/global", v, step)
+            w.call(TRAIN, SummaryWriter.add_scalar, f"{tag}/global", v, step)
         if self.cfg.per_param:
             for i, n in enumerate(names):
-                w.write(TRAIN, "add_scalar", f"grad_norm/{n}", gn[i], step)
-                w.write(TRAIN, "add_scalar", f"weight_norm/{n}", wn[i], step)
-                w.write(TRAIN, "add_scalar", f"update_ratio/{n}", ratio[i], step)
+                w.call(TRAIN, SummaryWriter.add_scalar, f"grad_norm/{n}", gn[i], step)
+                w.call(TRAIN, SummaryWriter.add_scalar, f"weight_norm/{n}", wn[i], step)
+                w.call(TRAIN, SummaryWriter.add_scalar, f"update_ratio/{n}", ratio[i], step)
         self._pending = (step, names, nd.concat(gn, ggn.reshape((1,)), bad, loss_bad, dim=0))
         self._send()
 
@@ -255,4 +256,4 @@ class HealthMonitor:
                        ", ".join(p.replace("`", "") for p in parts), stopping)
         text = f"**{what}** at batch {step}:\n\n" + "\n".join(f"* {p}" for p in parts) + \
             (f"\n\n{stopping.strip()}" if stopping else "")
-        self._out.write(TRAIN, "add_text", "grad_health", text, step)
+        self._out.call(TRAIN, SummaryWriter.add_text, "grad_health", text, step)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from ..writer import SummaryWriter
 from ._base import TRAIN, RunWriters, batch_gradient
 from ._schedule import Schedule
 
@@ -102,7 +103,8 @@ class ParamHistograms:
 
     def log(self, kind: str, arrays: Arrays, step: int) -> None:
         if arrays:  # one queued item, one event
-            self._out.write(TRAIN, "add_histograms", {f"{kind}/{n}": a for n, a in arrays}, step)
+            self._out.call(TRAIN, SummaryWriter.add_histograms, {f"{kind}/{n}": a for n, a in arrays},
+                           step)
         if kind == "gradients" and self._health:
             self._health.observe(step, arrays, dict(self._selected()))
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from ..writer import SummaryWriter
 from ._base import TRAIN, RunWriters
 
 
@@ -30,7 +31,8 @@ def log_first_batch(out: RunWriters, batch: Any, max_images: int, step: int) -> 
         out.say_once("not-images", f"gluon_tb: inputs of shape {tuple(getattr(x, 'shape', ()))} do "
                      "not look like images; first_batch is not logged")
         return
-    out.write(TRAIN, "add_images", "first_batch", for_display(x[:max_images]), step, dataformats=fmt)
+    out.call(TRAIN, SummaryWriter.add_images, "first_batch", for_display(x[:max_images]), step,
+             dataformats=fmt)
 
 
 def for_display(x: Any) -> Any:

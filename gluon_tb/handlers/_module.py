@@ -5,6 +5,7 @@ import logging
 import os
 from typing import Any, Dict, Mapping, Optional, Union
 
+from ..writer import SummaryWriter
 from ._base import (ON_ERROR, TRAIN, VALIDATION, ParamFilter, RunWriters, check_bool, check_choice,
                     check_logdir, check_positive_number, check_start, param_selector, scores)
 from ._dist import DISTRIBUTED, Worker, WorkerMean, detect, place
@@ -162,7 +163,7 @@ class TensorBoardCallback:
             self._add_graph(getattr(module, "symbol", None))
         if src is not None and self._every.due(k):
             for tag, v in scores([src], use_global=True):
-                self._out.write(TRAIN, "add_scalar", f"batch_{tag}", v, k)
+                self._out.call(TRAIN, SummaryWriter.add_scalar, f"batch_{tag}", v, k)
         if module is None or self._out.muted:
             return
         if begins:
@@ -183,7 +184,7 @@ class TensorBoardCallback:
             self._add_graph(symbol)
         if self._train_src is not None:
             for tag, v in self._shared(scores([self._train_src], use_global=True)):
-                self._out.write(TRAIN, "add_scalar", f"epoch_{tag}", v, epoch)
+                self._out.call(TRAIN, SummaryWriter.add_scalar, f"epoch_{tag}", v, epoch)
         else:
             self._out.say_once("no-batches", "gluon_tb: pass the callback as batch_end_callback too, "
                                "or training values are not logged")
@@ -191,7 +192,8 @@ class TensorBoardCallback:
             step = max(self._steps.step - 1, 0)
             for name in sorted(arg_params):
                 if self._want(name):
-                    self._out.write(TRAIN, "add_histogram", f"weights/{name}", arg_params[name], step)
+                    self._out.call(TRAIN, SummaryWriter.add_histogram, f"weights/{name}", arg_params[name],
+                                   step)
         if self._out.muted:
             return
         if self._filters:
@@ -208,7 +210,8 @@ class TensorBoardCallback:
         self._evals += 1
         if param.eval_metric is not None:
             for tag, v in self._shared(scores([param.eval_metric], use_global=True)):
-                self._out.write(VALIDATION, "add_scalar", f"epoch_{tag}", v, self._steps.epoch(param.epoch))
+                self._out.call(VALIDATION, SummaryWriter.add_scalar, f"epoch_{tag}", v,
+                               self._steps.epoch(param.epoch))
         if param.epoch == self._last_epoch and not self._out.muted:
             self._fit_ends()
 
@@ -259,7 +262,7 @@ class TensorBoardCallback:
             g = module._exec_group  # the executors' weights (device 0), no host copy
             arrays = {f"weights/{n}": ws[0] for n, ws in zip(g.param_names, g.param_arrays) if self._want(n)}
             if arrays:
-                self._out.write(TRAIN, "add_histograms", arrays, k)
+                self._out.call(TRAIN, SummaryWriter.add_histograms, arrays, k)
         if self._health:
             grads, params, trainer = module_gradients(module, self._want)
             self._health.observe(k, grads, params)

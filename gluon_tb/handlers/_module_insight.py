@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
+from ..writer import SummaryWriter
 from ._base import TRAIN, RunWriters, batch_gradient
 from ._filters import write_filters
 from ._projector import Embeddings, Projector
@@ -69,9 +70,9 @@ class ModuleFilters:
 
     def epoch_end(self, epoch: int, arg_params: Any, aux_params: Any) -> None:
         if self._conv is not None and arg_params:
-            self._out.apply(TRAIN, self._log, epoch, arg_params, aux_params)
+            self._out.call(TRAIN, self._log, epoch, arg_params, aux_params)
 
-    def _log(self, w: Any, epoch: int, arg_params: Any, aux_params: Any) -> None:
+    def _log(self, w: SummaryWriter, epoch: int, arg_params: Any, aux_params: Any) -> None:
         name, weight = self._conv
         maps = None
         if self._sample:

@@ -26,6 +26,7 @@ import tempfile
 from typing import Any, List, Optional, Tuple
 
 from ..writer._common.checks import describe
+from ..writer import SummaryWriter
 from ._base import TRAIN, RunWriters
 
 TEXT_TAG = "profile/operator_stats"
@@ -121,8 +122,8 @@ class BatchProfiler:
             table = mx.profiler.dumps(reset=True)
             mx.profiler.set_config(**_DEFAULTS)
             if log:
-                self._out.write(TRAIN, "add_profile", os.path.join(folder, "trace.json"))
+                self._out.call(TRAIN, SummaryWriter.add_profile, os.path.join(folder, "trace.json"))
                 head = f"MXNet profiler, global batches {self._first} to {step}\n\n"
-                self._out.write(TRAIN, "add_text", TEXT_TAG, head + stats_markdown(table), step)
+                self._out.call(TRAIN, SummaryWriter.add_text, TEXT_TAG, head + stats_markdown(table), step)
         finally:
             shutil.rmtree(folder, ignore_errors=True)

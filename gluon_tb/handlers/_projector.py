@@ -18,6 +18,7 @@ from typing import Any, List, Optional, Union
 
 from ..writer._common.checks import describe
 from ._probe import LayerProbe, classifier, context_of, find_block
+from ..writer import SummaryWriter
 from ._base import TRAIN, RunWriters, check_positive_int, wrap
 from ._inputs import for_display
 
@@ -135,9 +136,9 @@ class Projector:
                                logging.WARNING)
             return
         self._logged = step
-        self._out.apply(TRAIN, self._write, step)
+        self._out.call(TRAIN, self._write, step)
 
-    def _write(self, w: Any, step: int) -> None:
+    def _write(self, w: SummaryWriter, step: int) -> None:
         import mxnet as mx
 
         x = mx.nd.concat(*self._xs, dim=0) if len(self._xs) > 1 else self._xs[0]

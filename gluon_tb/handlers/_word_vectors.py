@@ -21,6 +21,7 @@ from typing import Any, List, Optional
 
 from ..writer._common.checks import describe
 from ._probe import blocks
+from ..writer import SummaryWriter
 from ._base import TRAIN, RunWriters, check_option, check_positive_int
 
 
@@ -156,9 +157,9 @@ class WordVectorsLogger:
         if step == self._logged or self._weight is None:
             return
         self._logged = step
-        self._out.apply(TRAIN, self._write, step)
+        self._out.call(TRAIN, self._write, step)
 
-    def _write(self, w: Any, step: int) -> None:
+    def _write(self, w: SummaryWriter, step: int) -> None:
         import mxnet as mx
 
         weight = self._weight.list_data()[0]
