@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from tensorboard.compat.proto import event_pb2, graph_pb2, summary_pb2, tensor_pb2
+from tensorboard.compat.proto import event_pb2, graph_pb2, summary_pb2, tensor_pb2, types_pb2
 from tensorboard.util import tensor_util
 
 from gluon_tb.writer._format import proto as _proto
@@ -90,10 +90,12 @@ def test_tensor_array_round_trips(arr):
 def test_string_tensor_and_scalar_tensors():
     t = tensor_pb2.TensorProto.FromString(_proto.tensor_strings(["a", "ü"], shape=[2, 1]))
     assert tensor_util.make_ndarray(t).tolist() == [[b"a"], ["ü".encode()]]
-    t = tensor_pb2.TensorProto.FromString(_proto.tensor_scalar_float(2.5))
+    t = tensor_pb2.TensorProto.FromString(_proto.tensor_array(np.array(2.5, np.float32)))
     assert tensor_util.make_ndarray(t).item() == 2.5 and t.tensor_shape.dim == []
-    t = tensor_pb2.TensorProto.FromString(_proto.tensor_scalar_double(0.1))
-    assert tensor_util.make_ndarray(t).item() == 0.1
+    assert t.dtype == types_pb2.DT_FLOAT
+    t = tensor_pb2.TensorProto.FromString(_proto.tensor_array(np.array(0.1, np.float64)))
+    assert tensor_util.make_ndarray(t).item() == 0.1 and t.tensor_shape.dim == []
+    assert t.dtype == types_pb2.DT_DOUBLE
 
 
 def test_graph_def_nodes_and_attrs():

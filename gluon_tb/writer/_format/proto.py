@@ -19,7 +19,6 @@ from .wire import (
     f_double,
     f_float,
     f_packed_doubles,
-    f_packed_floats,
     f_repeated_str,
     f_str,
     f_varint,
@@ -184,15 +183,6 @@ def tensor_array(arr: np.ndarray) -> bytes:
         dt = DT_FLOAT
     content = np.ascontiguousarray(arr).astype(arr.dtype.newbyteorder("<"), copy=False).tobytes()
     return f_varint(1, dt) + f_bytes(2, tensor_shape(arr.shape)) + f_bytes(4, content)
-
-
-def tensor_scalar_float(x: float) -> bytes:
-    """A 0-d ``DT_FLOAT`` tensor (as the scalars plugin writes)."""
-    return f_varint(1, DT_FLOAT) + f_bytes(2, b"") + f_packed_floats(5, [x])
-
-
-def tensor_scalar_double(x: float) -> bytes:
-    return f_varint(1, DT_DOUBLE) + f_bytes(2, b"") + f_packed_doubles(6, [x])
 
 
 # ---------------------------------------------------------------- Graph

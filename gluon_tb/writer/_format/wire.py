@@ -71,11 +71,6 @@ def f_packed_doubles(field: int, values: Sequence[float] | np.ndarray) -> bytes:
     return f_bytes(field, payload)
 
 
-def f_packed_floats(field: int, values: Sequence[float] | np.ndarray) -> bytes:
-    payload = np.ascontiguousarray(values, dtype="<f4").tobytes()
-    return f_bytes(field, payload)
-
-
 def f_repeated_str(field: int, values: Iterable[str | bytes]) -> bytes:
     return b"".join(
         f_bytes(field, v if isinstance(v, bytes) else v.encode("utf-8")) for v in values
