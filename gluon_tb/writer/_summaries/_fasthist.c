@@ -18,9 +18,10 @@
  * sum, an infinite min or max), and only then a second, exact pass takes the statistics over
  * the finite values. The GIL is released meanwhile.
  *
- * Measured on 401,408 float32 gradient-like values (2-core AMD EPYC, gcc -O3): 0.25 ms, where
- * the earlier loop (two separate tables, double min/max, a finiteness branch per value, and a
- * scan of all 65,536 bases per call) took 0.40 ms plus the scan.
+ * One packed table, float min/max and no finiteness branch per value: faster than the earlier
+ * loop (two separate tables, double min/max, a finiteness branch per value, and a scan of all
+ * 65,536 bases per call; figures in benchmarks/RESULTS-notes.md).
+ *
  * stats(x) -> (n_finite, min, max, sum, sum_sq) and uniform(x, edges, counts) serve bins=<int>:
  * the statistics first (numpy's uniform edges depend on the range), then a computed bucket per
  * value, moved until edges[i] <= x < edges[i + 1] as numpy.histogram does for uniform bins.

@@ -3,11 +3,10 @@
 Taking a private copy of an array is what lets ``add_histogram`` return at once and still log
 the values as they were at the call. A *fresh* copy of a large array is mostly the cost of
 fresh memory: MXNet's CPU allocator and numpy both map new pages for it, and the kernel
-faults in and zeroes every page on first touch. For the six parameters of a 784-512-512-10
-MLP, twelve fresh ``copyto(mx.cpu())`` took 1.5 ms; the same copies into buffers that exist
-already took 0.2 ms (``benchmarks/RESULTS.md``). Training logs the same arrays again and
-again, so the worker hands each buffer back here when it has read it, and the next capture
-of an array of the same kind reuses it.
+faults in and zeroes every page on first touch; the same copies into buffers that exist
+already take a fraction of that time (figures in ``benchmarks/RESULTS-notes.md``). Training
+logs the same arrays again and again, so the worker hands each buffer back here when it has
+read it, and the next capture of an array of the same kind reuses it.
 
 A buffer is handed out again only after :meth:`BufferPool.give`, which the worker calls when
 nothing reads the buffer any more, so reuse never overwrites values still being read. MXNet
@@ -63,7 +62,7 @@ class BufferPool:
         the operator through MKLDNN, which fails on float16 and float64 arrays ("unknown type
         for MKLDNN"), and only later, when the copy is read.
         """
-        if not nds:  # numpy input only: never import MXNet (1.2 s in a fresh process)
+        if not nds:  # numpy input only: never import MXNet (a slow import in a fresh process)
             return []
         import mxnet as mx  # already imported by whoever made the NDArrays
 

@@ -10,7 +10,7 @@ and a ``bincount`` per value, a cache-sized block at a time. NaN and +-Inf land 
 whose buckets are dropped. Edges with two or more in one cell fall back to ``np.histogram``.
 
 Where the optional C kernel ``_fasthist`` is built (``setup.py``), it does the same
-counting, and min, max and the sums, in one pass without the GIL: about 8x faster.
+counting, and min, max and the sums, in one pass without the GIL: several times faster.
 Everything here runs on the worker thread.
 
 Example::
@@ -61,8 +61,8 @@ _UINT = {np.dtype(np.float32): np.uint32, np.dtype(np.float64): np.uint64}
 
 def _ceil_floats(edges: np.ndarray, ftype: type) -> np.ndarray:
     """For each edge the smallest ``ftype`` value ``f >= edge`` (``f > edge`` for the last:
-    numpy's last bucket is closed), as float64. Vectorised: one scalar call per edge took
-    14 ms of the writer thread's first default histogram, holding the GIL against the caller."""
+    numpy's last bucket is closed), as float64. Vectorised: one scalar call per edge made the
+    writer thread's first default histogram slow, holding the GIL against the caller."""
     with np.errstate(over="ignore"):
         f = edges.astype(ftype)
         f64 = f.astype(np.float64)
@@ -136,8 +136,8 @@ def _count_keyed(x: np.ndarray, table: _Table) -> np.ndarray:
         m = xs.size
         c, w, a = cell[:m], where[:m], above[:m]
         np.copyto(c, xs.view(np.uint16)[top])  # top 16 bits of each float: its cell
-        # fancy indexing, not np.take, which is 4x slower here; no 65,536-long per-cell
-        # counts either: allocating and faulting them in cost more than all the rest
+        # fancy indexing, not np.take, which is several times slower here; no 65,536-long
+        # per-cell counts either: allocating and faulting them in cost more than all the rest
         np.greater_equal(xs, table.inner[c], out=a)
         np.add(table.base[c], a, out=w)
         counts += np.bincount(w, minlength=n + 3)
@@ -249,8 +249,7 @@ def sums(x: np.ndarray) -> Tuple[float, float]:
     """Sum and sum of squares in float64, a cache-sized chunk at a time.
 
     Not ``np.dot``: that goes to OpenBLAS, whose threads then spin for a while on every
-    core, which is CPU taken from the training loop (measured: 0.6 cores in the MLP
-    benchmark).
+    core, which is CPU taken from the training loop (measured in the MLP benchmark).
     """
     buf = np.empty(min(x.size, _BLOCK), np.float64)
     total = total_sq = 0.0
