@@ -1,17 +1,17 @@
-/* Optional C kernel of gluon_tb/writer/_record.py: TFRecord framing and CRC-32C.
+/* Optional C kernel of gluon_tb/writer/_format/record.py: TFRecord framing and CRC-32C.
  *
  * frame_many(records) -> bytes
  *     records: a list of bytes. Each becomes: its length (uint64, little-endian), the masked
  *     CRC-32C of those 8 bytes, the bytes, their masked CRC-32C; all joined into one buffer, the
- *     same bytes as _record.frame_many's Python loop (tests compare them). The CRCs and copies
+ *     same bytes as record.frame_many_py's Python loop (tests compare them). The CRCs and copies
  *     run without the GIL, so the training thread goes on meanwhile.
  * crc32c(data) -> int
  *     CRC-32C (Castagnoli) of a bytes-like object: the C fallback when neither the crc32c nor
  *     the google-crc32c package is installed.
  *
- * CRC-32C here is the portable table method, eight bytes a step ("slicing by 8"): about 1 ns a
- * byte, plenty for records of tens of bytes. Little-endian hosts only (setup.py builds it
- * everywhere; _record.py uses it only where sys.byteorder is "little").
+ * CRC-32C here is the portable table method, eight bytes a step ("slicing by 8"): plenty for
+ * records of tens of bytes (figures in benchmarks/RESULTS-notes.md). Little-endian hosts only
+ * (setup.py builds it everywhere; record.py uses it only where sys.byteorder is "little").
  * Only Python.h is needed.
  */
 #define PY_SSIZE_T_CLEAN

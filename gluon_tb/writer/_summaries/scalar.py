@@ -2,7 +2,7 @@
 
 ``add_scalar`` and ``add_mean`` (``_summary_writer.py``) call these on the caller's thread; the
 queued value is a float, or an object the worker turns into one with ``float()`` (an NDArray copy,
-or a :class:`_Mean`), never a host read on the caller's thread.
+or a :class:`Mean`), never a host read on the caller's thread.
 """
 from __future__ import annotations
 
