@@ -8,7 +8,7 @@ import readback
 
 from gluon_tb import SummaryWriter
 from gluon_tb.writer._summaries.copy_buffers import BufferPool
-from gluon_tb.writer._summaries.histogram import default_edges
+from gluon_tb.writer._summaries.histogram_counts import default_edges
 
 mx = pytest.importorskip("mxnet")
 

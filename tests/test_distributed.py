@@ -49,7 +49,7 @@ def histo(logdir, run, tag, step):
 
 
 def assert_is_histogram_of(h, values):
-    from gluon_tb.writer._summaries.histogram import default_edges
+    from gluon_tb.writer._summaries.histogram_counts import default_edges
 
     x = np.asarray(values, dtype=np.float32)
     counts, _ = np.histogram(x.astype(np.float64), default_edges())

@@ -16,12 +16,8 @@ from readback import plugin_name, raw_events, tensor_events, write_values
 
 from gluon_tb.writer._summaries import histogram_counts as _buckets
 from gluon_tb.writer._summaries import histogram as _histogram
-from gluon_tb.writer._summaries.histogram import (
-    HistogramPayload,
-    build_histogram,
-    capture_histogram,
-    default_edges,
-)
+from gluon_tb.writer._summaries.histogram import HistogramPayload, build_histogram, capture_histogram
+from gluon_tb.writer._summaries.histogram_counts import default_edges
 
 EDGES = default_edges()
 

@@ -7,8 +7,9 @@ from tensorboard.compat.proto import summary_pb2
 from tensorboard.plugins.pr_curve import metadata as pr_metadata
 from tensorboard.util import tensor_util
 
-from readback import plugin_name, tags, tensor_events, write_values
+from readback import plugin_name, tags, tensor_events
 
+from gluon_tb import SummaryWriter
 from gluon_tb.writer._summaries.pr_curve import build_pr_curve, capture_pr_curve
 
 
@@ -73,8 +74,9 @@ def test_scalar_weight_and_shapes():
 def test_readback(tmp_path):
     rng = np.random.default_rng(0)
     labels, preds = rng.random(500) < 0.5, rng.random(500)
-    write_values(str(tmp_path), [(s, build_pr_curve("curve", capture_pr_curve(labels, preds)))
-                                 for s in (0, 1)])
+    with SummaryWriter(str(tmp_path)) as w:
+        for s in (0, 1):
+            w.add_pr_curve("curve", labels, preds, global_step=s)
     assert tags(str(tmp_path)) == {(".", "curve")}
     assert plugin_name(str(tmp_path), ".", "curve") == "pr_curves"
     events = tensor_events(str(tmp_path), ".", "curve")

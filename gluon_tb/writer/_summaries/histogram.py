@@ -15,13 +15,13 @@ from typing import Any, List, Mapping, Optional, Tuple
 import numpy as np
 
 from .._format import proto as _proto
-from .histogram_counts import Bins, bucket_counts, default_edges, fast_counts, finite_values, sums
+from .histogram_counts import Bins, bucket_counts, fast_counts, finite_values, sums
 from .copy_buffers import NO_POOL, BufferPool
 from .._common.arrays import host_view, is_ndarray
 from .._common.checks import check_tag, describe, is_int
 
 __all__ = ["HistogramPayload", "HistogramGroup", "capture_histogram", "capture_histograms",
-           "build_histogram", "build_histograms", "default_edges", "STRATEGIES"]
+           "build_histogram", "build_histograms", "STRATEGIES"]
 
 _LOG = logging.getLogger("gluon_tb")
 STRATEGIES = frozenset({"auto", "fd", "doane", "scott", "stone", "rice", "sturges", "sqrt"})
