@@ -202,7 +202,7 @@ def machine() -> Dict[str, str]:
         except Exception:
             vers[pkg] = "-"
     try:
-        from gluon_tb.writer._summaries import _fasthist# noqa: F401
+        from gluon_tb.writer._summaries import _fasthist  # noqa: F401
 
         vers["gluon_tb histogram kernel"] = "C (_fasthist)"
     except ImportError:

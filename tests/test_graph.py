@@ -11,7 +11,7 @@ mx = pytest.importorskip("mxnet")
 from mxnet.gluon import nn  # noqa: E402
 from tensorboard.compat.proto import graph_pb2  # noqa: E402
 
-from gluon_tb.writer._format import proto as _proto# noqa: E402
+from gluon_tb.writer._format import proto as _proto  # noqa: E402
 from gluon_tb.writer._summaries.graph import build_graph, capture_graph  # noqa: E402
 from gluon_tb.writer._format.record import frame_many  # noqa: E402
 
