@@ -40,7 +40,7 @@ from ._base import (ON_ERROR, TRAIN, FitScope, ParamFilter, RunWriters, Wrap, ch
                     check_positive_number, check_start, param_selector, scores, wrap)
 from ._dist import DISTRIBUTED, Worker
 from ._epoch_values import EpochValues
-from ._filters import ConvFilters, check_conv_filters
+from ._conv_filters import ConvFilters, check_conv_filters
 from ._health import GradHealth, HealthMonitor, check_grad_health
 from ._histograms import ParamHistograms
 from ._profile import BatchProfiler, check_profile_batch

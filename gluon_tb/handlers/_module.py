@@ -9,7 +9,7 @@ from ..writer import SummaryWriter
 from ._base import (ON_ERROR, TRAIN, VALIDATION, ParamFilter, RunWriters, check_bool, check_choice,
                     check_logdir, check_positive_number, check_start, param_selector, scores)
 from ._dist import DISTRIBUTED, Worker, WorkerMean, detect, place
-from ._filters import check_conv_filters
+from ._conv_filters import check_conv_filters
 from ._health import GradHealth, HealthMonitor, check_grad_health
 from ._module_insight import ModuleFilters, ModuleProjector, executor_module, module_gradients
 from ._projector import Embeddings, check_embeddings

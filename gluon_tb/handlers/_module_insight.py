@@ -26,7 +26,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from ..writer import SummaryWriter
 from ._base import TRAIN, RunWriters, batch_gradient
-from ._filters import write_filters
+from ._conv_filters import write_filters
 from ._projector import Embeddings, Projector
 from ._symbol import SymbolProbe, classifier_input, conv_layer, layer_output
 
