@@ -13,7 +13,8 @@ from PIL import Image
 import readback
 from gluon_tb.handlers import Embeddings, GradHealth, TensorBoardHandler
 from gluon_tb.writer import SummaryWriter
-from gluon_tb.handlers._filter_images import log_conv_filters
+from gluon_tb.handlers._conv_filters import pick_conv, write_filters
+from gluon_tb.handlers._probe import LayerProbe
 from test_estimator_handler import BATCH, GradSpy, Recorder, loader, make_est, make_net, param_names
 
 
@@ -39,12 +40,27 @@ def conv_net(o, i):
     return net
 
 
-# ------------------------------------------------------------ filters (writer-level helper)
+def log_filters(w, net, step, *, layer=None, sample=None, max_filters=64, zoom=None):
+    """What the conv_filters option does at an epoch end (pick the layer, probe its maps for
+    ``sample``, write_filters), with a zoom of choice; returns the layer's name."""
+    conv = pick_conv(net, layer)
+    maps = None
+    if sample is not None:
+        probe = LayerProbe(net, conv)
+        try:
+            maps, _ = probe(sample)
+        finally:
+            probe.close()
+    write_filters(w, conv.name, conv.weight.data(), maps, step, max_filters, zoom=zoom)
+    return conv.name
+
+
+# ------------------------------------------------------------ filters (the images, written directly)
 @pytest.mark.parametrize("o,i", [(4, 1), (5, 3)])
 def test_filter_grid_gray_and_rgb(tmp_path, o, i):
     net = conv_net(o, i)
     with SummaryWriter(str(tmp_path)) as w:
-        assert log_conv_filters(w, net, 3, zoom=1) == "c_conv0"
+        assert log_filters(w, net, 3, zoom=1) == "c_conv0"
     step, img = image(str(tmp_path), ".", "conv_filters/c_conv0")
     ncol = math.ceil(math.sqrt(o))
     nrow = math.ceil(o / ncol)
@@ -64,7 +80,7 @@ def test_filter_grid_split_channels_and_feature_maps(tmp_path):
     net = conv_net(4, 1)
     x = mx.nd.random.uniform(shape=(2, 1, 9, 9))
     with SummaryWriter(str(tmp_path)) as w:
-        log_conv_filters(w, net, 0, layer="conv1", sample=x[:1], zoom=1)
+        log_filters(w, net, 0, layer="conv1", sample=x[:1], zoom=1)
     _, img = image(str(tmp_path), ".", "conv_filters/c_conv1")  # weight (2, 4, 3, 3)
     assert img.shape[:2] == (2 * 5 + 2, 4 * 5 + 2)  # one row per filter, a column per channel
     wt = normalised(net[1].weight.data().asnumpy()).reshape(2, 4, 3, 3)
@@ -87,9 +103,9 @@ def test_filter_helper_rejects_bad_layers(tmp_path):
     net = make_net()
     with SummaryWriter(str(tmp_path)) as w:
         with pytest.raises(ValueError, match="must be a Conv2D"):
-            log_conv_filters(w, net, 0, layer="dense0")
+            log_filters(w, net, 0, layer="dense0")
         with pytest.raises(ValueError, match="not a block"):
-            log_conv_filters(w, net, 0, layer="nope")
+            log_filters(w, net, 0, layer="nope")
 
 
 # ------------------------------------------------------------ handler: filters and projector
@@ -234,8 +250,8 @@ def test_filters_of_a_trained_conv_in_mkldnn_layout(tmp_path):
     x = mx.nd.random.uniform(shape=(4, 1, 8, 8))
     net(x)
     with SummaryWriter(str(tmp_path)) as w:
-        log_conv_filters(w, net, 0, sample=x[:1])
-        log_conv_filters(w, net, 0, layer="conv1", max_filters=8, zoom=1)
+        log_filters(w, net, 0, sample=x[:1])
+        log_filters(w, net, 0, layer="conv1", max_filters=8, zoom=1)
     _, img = image(str(tmp_path), ".", "conv_filters/m_conv1")
     assert img.shape[:2] == (8 * 5 + 2, 16 * 5 + 2)  # 8 filters of 16 input channels
 

@@ -1,18 +1,23 @@
 """The ``conv_filters=`` option: a Conv2D's filters and feature maps, once per epoch.
 
-The first input of the first training batch is kept (copied on MXNet's engine to the net's
-device) and used for the feature maps of every epoch, so the maps of different epochs are
-comparable. The layout of the images is described in :mod:`gluon_tb.handlers._filter_images`.
+Which layer: a Conv2D of the Gluon net named by ``conv_filters`` (its block name, with or
+without the net's prefix), or the first one for ``conv_filters=True``; the Module callback
+finds a 2-D ``Convolution`` of its symbol instead (``_module_insight.py``). The first input of
+the first training batch is kept (copied on MXNet's engine to the net's device) and used for
+the feature maps of every epoch, so the maps of different epochs are comparable; a
+:class:`~gluon_tb.handlers._probe.LayerProbe` reads the layer's output for it. The images
+are built by :mod:`gluon_tb.handlers._filter_images`; :func:`write_filters` hands them to the
+writer, for both adapters.
 """
 from __future__ import annotations
 
 import logging
 from typing import Any, Optional, Union
 
-from ..writer._common.checks import describe
-from ._filter_images import feature_map_images, filter_images, pick_conv
-from ._probe import LayerProbe, context_of
 from ..writer import SummaryWriter
+from ..writer._common.checks import describe
+from ._filter_images import feature_map_images, filter_images
+from ._probe import LayerProbe, context_of, find_block, first_of
 from ._base import TRAIN, RunWriters
 
 
@@ -20,6 +25,21 @@ def check_conv_filters(value: Any) -> Union[bool, str]:
     if isinstance(value, bool) or (isinstance(value, str) and value):
         return value
     raise TypeError(f"conv_filters must be a bool or the name of a Conv2D layer, got {describe(value)}")
+
+
+def pick_conv(net: Any, layer: Optional[str] = None) -> Any:
+    """The Conv2D of ``net`` named ``layer``, or its first Conv2D."""
+    from mxnet.gluon import nn
+
+    if layer is not None:
+        conv = find_block(net, layer, "layer")
+        if not isinstance(conv, nn.Conv2D):
+            raise ValueError(f"layer {layer!r} must be a Conv2D, got a {type(conv).__name__}")
+        return conv
+    conv = first_of(net, nn.Conv2D)
+    if conv is None:
+        raise ValueError("the network has no Conv2D layer")
+    return conv
 
 
 class ConvFilters:
@@ -69,15 +89,17 @@ class ConvFilters:
             self._probe = None
 
 
-def write_filters(w: SummaryWriter, name: str, weight: Any, maps: Any, step: int, max_filters: int = 64) -> None:
+def write_filters(w: SummaryWriter, name: str, weight: Any, maps: Any, step: int, max_filters: int = 64, *,
+                  zoom: Optional[int] = None) -> None:
     """``conv_filters/<name>`` from a convolution's ``weight`` (O, I, kh, kw) and, unless ``maps``
     is None, ``feature_maps/<name>`` from one sample's maps (1, C, H, W); NDArray ops only.
-    Shared by :class:`ConvFilters` and the Module callback (``_module_insight.py``)."""
-    imgs, fmt = filter_images(weight, max_filters=max_filters)
+    Shared by :class:`ConvFilters` and the Module callback (``_module_insight.py``); ``zoom``:
+    see :mod:`~gluon_tb.handlers._filter_images` (``None``: 24-pixel tiles)."""
+    imgs, fmt = filter_images(weight, max_filters=max_filters, zoom=zoom)
     if fmt == "CHW":
         w.add_image(f"conv_filters/{name}", imgs, step, dataformats="CHW")
     else:
         w.add_images(f"conv_filters/{name}", imgs, step, dataformats="NCHW")
     if maps is not None:
-        w.add_images(f"feature_maps/{name}", feature_map_images(maps, max_maps=max_filters), step,
+        w.add_images(f"feature_maps/{name}", feature_map_images(maps, max_maps=max_filters, zoom=zoom), step,
                      dataformats="NCHW")

@@ -100,7 +100,7 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
         flush_secs: the most seconds an event waits in memory before it is written.
         conv_filters: ``True`` (the first ``Conv2D``) or a Conv2D's name: log its filters
             (``conv_filters/<layer>``) and its feature maps for the first input of the first
-            batch (``feature_maps/<layer>``) at every epoch end (see ``_filter_images.py``).
+            batch (``feature_maps/<layer>``) at every epoch end (see ``_conv_filters.py``).
         embeddings: a sample count or :class:`Embeddings`: the held-out sample's hidden
             representation for the projector, with true and predicted labels and sprites.
         word_vectors: ``True`` or :class:`WordVectors`: an ``nn.Embedding``'s weight rows in the

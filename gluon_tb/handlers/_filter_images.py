@@ -1,32 +1,31 @@
-"""Convolution filters and feature maps as image grids, built on MXNet's engine.
+"""Convolution filters and feature maps as image grids: NDArray in, NDArray out.
 
-Everything here queues NDArray ops (min/max normalisation, nearest-neighbour zoom, tiling)
-and hands NDArrays to :meth:`SummaryWriter.add_images`/``add_image``, which copy them on the
-engine; nothing waits for a value on the caller's thread.
+Pure functions of MXNet NDArrays: each queues operations on MXNet's engine (per-item min/max
+normalisation, nearest-neighbour zoom, tiling) and returns NDArrays, which the ``conv_filters=``
+option (``_conv_filters.write_filters``) hands to the writer's ``add_image``/``add_images``.
+Nothing waits for a value on the calling thread; nothing here knows a network or a writer.
 
-Filters of a ``Conv2D`` with weight ``(O, I, kh, kw)`` (at most ``max_filters`` of them),
+Filters of a convolution with weight ``(O, I, kh, kw)`` (at most ``max_filters`` of them),
 each filter scaled to [0, 1] by its own min and max (a constant filter is black):
 
 * ``I == 3``: one RGB tile per filter; ``I == 1``: one grayscale tile per filter; both tiled
   by ``add_images`` (``ceil(sqrt(O))`` tiles a row, 2 black pixels between and around).
-* otherwise, ``channels="split"`` (default): one row per filter, one grayscale tile per input
-  channel (so row ``o``, column ``i`` is ``w[o, i]``), 2 black pixels between and around;
-  ``channels="mean"``: the mean over the input channels, one grayscale tile per filter.
+* otherwise: one row per filter, one grayscale tile per input channel (so row ``o``, column
+  ``i`` is ``w[o, i]``), 2 black pixels between and around, as one ``CHW`` image.
 
 Feature maps of one sample, ``(1, C, H, W)`` or ``(C, H, W)``: the first ``max_maps``
-channels, each scaled by its own min and max, as grayscale tiles via ``add_images``.
+channels, each scaled by its own min and max, as grayscale tiles for ``add_images``.
 
 ``zoom`` repeats every pixel ``zoom`` times in both directions; ``None`` picks
 ``max(1, 24 // max(h, w))`` so that 3×3 kernels become 24×24 tiles.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 from ..writer._common.checks import describe
 
 PAD = 2
-CHANNELS = ("split", "mean")
 
 
 def auto_zoom(h: int, w: int) -> int:
@@ -67,21 +66,16 @@ def split_grid(tiles: Any, pad: int = PAD) -> Any:
     return nd.pad(g, mode="constant", pad_width=(0, 0, 0, 0, pad, 0, pad, 0))[0]
 
 
-def filter_images(weight: Any, *, max_filters: int = 64, channels: str = "split",
-                  zoom: Optional[int] = None) -> Any:
-    """``(images, dataformats)`` for the filters of a Conv2D weight ``(O, I, kh, kw)``."""
+def filter_images(weight: Any, *, max_filters: int = 64, zoom: Optional[int] = None) -> Tuple[Any, str]:
+    """``(images, dataformats)`` for the filters of a convolution weight ``(O, I, kh, kw)``:
+    ``"NCHW"`` tiles (1 or 3 input channels) or one ``"CHW"`` grid (any other count)."""
     if len(weight.shape) != 4:
         raise ValueError(f"weight must be a Conv2D weight (O, I, kh, kw), got shape {tuple(weight.shape)}")
-    if channels not in CHANNELS:
-        raise ValueError(f"channels must be one of {', '.join(map(repr, CHANNELS))}, got {channels!r}")
     _check_int(max_filters, "max_filters")
     z = _check_int(zoom, "zoom", True) or auto_zoom(*weight.shape[2:])
     w = _first(weight, max_filters)
-    i = w.shape[1]
-    if i in (1, 3):
+    if w.shape[1] in (1, 3):
         return _zoom(normalise(w), z), "NCHW"
-    if channels == "mean":
-        return _zoom(normalise(w.mean(axis=1, keepdims=True)), z), "NCHW"
     return split_grid(_zoom(normalise(w), z)), "CHW"
 
 
@@ -105,52 +99,3 @@ def _first(x: Any, n: int) -> Any:
     from mxnet import nd
 
     return nd.slice_axis(x, axis=0, begin=0, end=min(n, x.shape[0]))
-
-
-def log_conv_filters(writer: Any, net: Any, global_step: Optional[int] = None, *,
-                     layer: Optional[str] = None, sample: Any = None, max_filters: int = 64,
-                     channels: str = "split", zoom: Optional[int] = None) -> str:
-    """Log a Conv2D's filters as ``conv_filters/<layer name>`` and, given ``sample`` (one input
-    batch, e.g. ``x[:1]``), the layer's feature maps of its first item as
-    ``feature_maps/<layer name>``. ``net`` is the network (or the Conv2D itself); ``layer``
-    names the Conv2D (default: the first). Returns the layer's name. Builds a probe per
-    call; :class:`gluon_tb.handlers.TensorBoardHandler` (``conv_filters=``) keeps one."""
-    from ._probe import LayerProbe
-
-    conv = pick_conv(net, layer)
-    imgs, fmt = filter_images(conv.weight.data(), max_filters=max_filters, channels=channels, zoom=zoom)
-    _add(writer, f"conv_filters/{conv.name}", imgs, fmt, global_step)
-    if sample is not None:
-        probe = LayerProbe(net, conv)
-        try:
-            maps, _ = probe(sample)
-        finally:
-            probe.close()
-        maps = _first(maps, 1)
-        writer.add_images(f"feature_maps/{conv.name}", feature_map_images(maps, max_maps=max_filters,
-                                                                          zoom=zoom), global_step)
-    return conv.name
-
-
-def pick_conv(net: Any, layer: Optional[str] = None) -> Any:
-    """The Conv2D of ``net`` named ``layer``, or its first Conv2D."""
-    from mxnet.gluon import nn
-
-    from ._probe import find_block, first_of
-
-    if layer is not None:
-        conv = find_block(net, layer, "layer")
-        if not isinstance(conv, nn.Conv2D):
-            raise ValueError(f"layer {layer!r} must be a Conv2D, got a {type(conv).__name__}")
-        return conv
-    conv = first_of(net, nn.Conv2D)
-    if conv is None:
-        raise ValueError("the network has no Conv2D layer")
-    return conv
-
-
-def _add(writer: Any, tag: str, imgs: Any, fmt: str, step: Optional[int]) -> None:
-    if fmt == "CHW":
-        writer.add_image(tag, imgs, step, dataformats="CHW")
-    else:
-        writer.add_images(tag, imgs, step, dataformats="NCHW")

@@ -1,7 +1,8 @@
 """Looking inside a Gluon network: find a layer, and read its output (or input) for some inputs.
 
-Used by the filter/feature-map helper (``_filter_images.py``) and the projector option of the
-estimator handler. Imports mxnet lazily.
+Used by the estimator handler's options that look inside its net: ``conv_filters=``
+(``_conv_filters.py``), ``embeddings=`` (``_projector.py``) and ``word_vectors=``
+(``_word_vectors.py``). Imports mxnet lazily.
 
 How a layer's output is read without touching the training graph:
 
@@ -18,7 +19,7 @@ BatchNorm with running statistics) and only queues work on MXNet's engine.
 """
 from __future__ import annotations
 
-from typing import Any, Iterator, List, Optional, Tuple
+from typing import Any, Iterable, Iterator, List, Optional, Tuple
 
 from ..writer._common.checks import describe
 
@@ -34,15 +35,27 @@ def _names(net: Any) -> List[str]:
     return [b.name for b in blocks(net)]
 
 
-def find_block(net: Any, name: str, what: str = "layer") -> Any:
-    """The block of ``net`` named ``name``: its full ``block.name`` (``"digits_conv0"``) or that
-    name without the net's prefix (``"conv0"``)."""
-    if not isinstance(name, str) or not name:
-        raise TypeError(f"{what} must be a non-empty block name (str), got {describe(name)}")
+def match_block(found: Iterable[Any], name: str, net: Any, *, param_prefix: bool = False) -> Optional[Any]:
+    """The first of ``found`` (blocks of ``net``) named ``name``, else None. A block's name is its
+    full ``block.name`` (``"digits_conv0"``), that name without the net's prefix (``"conv0"``)
+    and, with ``param_prefix``, its parameter prefix (``"digits_conv0_"``, or without the ``_``)."""
     prefix = getattr(net, "prefix", "") or ""
-    for b in blocks(net):
+    for b in found:
         if b.name == name or (prefix and b.name == prefix + name):
             return b
+        if param_prefix and name in (b.prefix, b.prefix.rstrip("_")):
+            return b
+    return None
+
+
+def find_block(net: Any, name: str, what: str = "layer") -> Any:
+    """The block of ``net`` named ``name`` (see :func:`match_block`); ``what`` is the argument
+    named in the errors."""
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"{what} must be a non-empty block name (str), got {describe(name)}")
+    found = match_block(blocks(net), name, net)
+    if found is not None:
+        return found
     raise ValueError(f"{what} {name!r} is not a block of the network; its blocks are "
                      f"{', '.join(_names(net))}")
 

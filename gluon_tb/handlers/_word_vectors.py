@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, List, Optional
 
 from ..writer._common.checks import describe
-from ._probe import blocks
+from ._probe import blocks, match_block
 from ..writer import SummaryWriter
 from ._base import TRAIN, RunWriters, check_option, check_positive_int
 
@@ -119,10 +119,9 @@ def find_embedding(net: Any, name: Optional[str]) -> Any:
                          f"{getattr(net, 'name', type(net).__name__)!r} has none")
     if name is None:
         return found[0]
-    prefix = getattr(net, "prefix", "") or ""
-    for b in found:
-        if name in (b.name, b.prefix, b.prefix.rstrip("_")) or (prefix and prefix + name == b.name):
-            return b
+    emb = match_block(found, name, net, param_prefix=True)
+    if emb is not None:
+        return emb
     raise ValueError(f"word_vectors: layer must name an nn.Embedding of the network "
                      f"({', '.join(repr(b.name) for b in found)}), got {name!r}")
 
