@@ -19,7 +19,7 @@ import warnings
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, TypeVar, Union
 
 from ..writer import SummaryWriter
-from ..writer._common.checks import describe
+from ..writer._common.checks import describe, is_int, is_real
 from ._hooks import FitScope, Wrap, wrap  # noqa: F401 - re-exported for the adapters
 
 TRAIN = "train"
@@ -37,6 +37,18 @@ if TYPE_CHECKING:  # typing has ParamSpec from Python 3.10; annotations here are
 
 
 # ---------------------------------------------------------------- argument checks
+def is_python_int(value: Any) -> bool:
+    """An int that is not a bool (:func:`is_int`) and a Python ``int``: the handlers' int
+    arguments refuse numpy integers, which the writer's arguments take."""
+    return is_int(value) and isinstance(value, int)
+
+
+def is_python_number(value: Any) -> bool:
+    """A real number that is not a bool (:func:`is_real`) and a Python ``int`` or ``float``
+    (``numpy.float64`` is one; other numpy scalars are not)."""
+    return is_real(value) and isinstance(value, (int, float))
+
+
 def check_logdir(logdir: Any) -> str:
     if not isinstance(logdir, (str, os.PathLike)):
         raise TypeError(f"logdir must be a str or os.PathLike, got {describe(logdir)}")
@@ -59,7 +71,7 @@ def check_bool(value: Any, name: str) -> bool:
 
 
 def check_positive_int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not is_python_int(value):
         raise TypeError(f"{name} must be a positive int, got {describe(value)}")
     if value < 1:
         raise ValueError(f"{name} must be a positive int, got {value}")
@@ -67,7 +79,7 @@ def check_positive_int(value: Any, name: str) -> int:
 
 
 def check_positive_number(value: Any, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if not is_python_number(value):
         raise TypeError(f"{name} must be a positive number, got {describe(value)}")
     if not value > 0:
         raise ValueError(f"{name} must be a positive number, got {value}")
@@ -277,7 +289,7 @@ def check_start(value: Any, name: str) -> Optional[int]:
     """``initial_epoch=`` / ``initial_step=``: ``None`` (found) or an int >= 0."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not is_python_int(value):
         raise TypeError(f"{name} must be None or an int >= 0, got {describe(value)}")
     if value < 0:
         raise ValueError(f"{name} must be None or an int >= 0, got {value}")

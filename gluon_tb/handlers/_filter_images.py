@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import Any, Optional, Tuple
 
 from ..writer._common.checks import describe
+from ._base import is_python_int
 
 PAD = 2
 
@@ -35,7 +36,7 @@ def auto_zoom(h: int, w: int) -> int:
 def _check_int(value: Any, name: str, allow_none: bool = False) -> Optional[int]:
     if value is None and allow_none:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if not is_python_int(value) or value < 1:
         raise ValueError(f"{name} must be a positive int{' or None' if allow_none else ''}, "
                          f"got {describe(value)}")
     return value

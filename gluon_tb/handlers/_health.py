@@ -44,7 +44,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from ..writer._common.checks import describe
 from ..writer import SummaryWriter
-from ._base import TRAIN, RunWriters, check_option, check_positive_int, check_positive_number, logger
+from ._base import (TRAIN, RunWriters, check_bool, check_option, check_positive_int, check_positive_number,
+                    logger)
 
 KINDS = ("nonfinite", "vanishing", "exploding")
 WINDOW = 5
@@ -75,9 +76,7 @@ class GradHealth:
         else:
             raise ValueError(f"stop must be a bool or a collection of {', '.join(map(repr, KINDS))}, "
                              f"got {describe(stop)}")
-        if not isinstance(per_param, bool):
-            raise TypeError(f"per_param must be a bool, got {describe(per_param)}")
-        self.per_param = per_param
+        self.per_param = check_bool(per_param, "per_param")
 
 
 def check_grad_health(value: Any) -> Optional[GradHealth]:

@@ -27,7 +27,7 @@ from typing import Any, List, Optional, Tuple
 
 from ..writer._common.checks import describe
 from ..writer import SummaryWriter
-from ._base import TRAIN, RunWriters
+from ._base import TRAIN, RunWriters, is_python_int
 
 TEXT_TAG = "profile/operator_stats"
 # MXNet's defaults, but os.devnull for the file: MXNet closes the last (unfinished) dump's JSON
@@ -40,9 +40,8 @@ def check_profile_batch(value: Any) -> Optional[Tuple[int, int]]:
     if value is None:
         return None
     expect = "None, an int >= 0 or a (start, stop) pair of ints with 0 <= start <= stop"
-    pair = (value, value) if isinstance(value, int) and not isinstance(value, bool) else value
-    if not isinstance(pair, (tuple, list)) or len(pair) != 2 or \
-            any(isinstance(v, bool) or not isinstance(v, int) for v in pair):
+    pair = (value, value) if is_python_int(value) else value
+    if not isinstance(pair, (tuple, list)) or len(pair) != 2 or not all(is_python_int(v) for v in pair):
         raise TypeError(f"profile_batch must be {expect}, got {describe(value)}")
     start, stop = pair
     if start < 0 or stop < start:

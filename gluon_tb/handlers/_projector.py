@@ -19,7 +19,7 @@ from typing import Any, List, Optional, Union
 from ..writer._common.checks import describe
 from ._probe import LayerProbe, classifier, context_of, find_block
 from ..writer import SummaryWriter
-from ._base import TRAIN, RunWriters, check_positive_int, wrap
+from ._base import TRAIN, RunWriters, check_positive_int, is_python_int, wrap
 from ._inputs import for_display
 
 
@@ -58,7 +58,7 @@ def check_embeddings(value: Any) -> Optional[Embeddings]:
         return None
     if value is True:
         return Embeddings()
-    if isinstance(value, int) and not isinstance(value, bool):
+    if is_python_int(value):
         return Embeddings(value)
     if isinstance(value, Embeddings):
         return value

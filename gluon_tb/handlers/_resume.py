@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Mapping, NamedTuple, Optional
 
-from ._base import TRAIN, VALIDATION
+from ._base import TRAIN, VALIDATION, is_python_int
 from ._hooks import FitScope
 
 
@@ -111,10 +111,10 @@ def batches_before(data: Any, epochs: int) -> Optional[int]:
         n = None
     if n is None and hasattr(data, "data_iter"):
         n = getattr(data, "size", None)  # mx.io.ResizeIter
-    if isinstance(n, int) and not isinstance(n, bool):
+    if is_python_int(n):
         return n * epochs if n > 0 else None
     total, size = getattr(data, "num_data", None), getattr(data, "batch_size", None)
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (total, size)):
+    if not all(is_python_int(v) and v > 0 for v in (total, size)):
         return None
     handle = getattr(data, "last_batch_handle", "pad")
     if handle == "pad":

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple, Optional, Union
 
 from ..writer._common.checks import describe
+from ._base import is_python_int
 
 EPOCH = "epoch"
 
@@ -39,7 +40,7 @@ def schedule(value: Any, name: str, *, allow_epoch: bool = False) -> Schedule:
         return Schedule(None, False)
     if allow_epoch and isinstance(value, str) and value == EPOCH:
         return Schedule(None, True)
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not is_python_int(value):
         expected = "a positive int, 'epoch' or None" if allow_epoch else "a positive int or None"
         raise TypeError(f"{name} must be {expected}, got {describe(value)}")
     if value < 1:

@@ -22,7 +22,7 @@ from typing import Any, List, Optional
 from ..writer._common.checks import describe
 from ._probe import blocks, match_block
 from ..writer import SummaryWriter
-from ._base import TRAIN, RunWriters, check_option, check_positive_int
+from ._base import TRAIN, RunWriters, check_option, check_positive_int, is_python_number
 
 
 class WordVectors:
@@ -86,7 +86,7 @@ class WordVectors:
 def _count(v: Any, token: str) -> float:
     if v is None:
         return 0
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
+    if not is_python_number(v):
         raise TypeError(f"counts must map each token to a number, got {describe(v)} for {token!r}")
     return v
 
