@@ -16,7 +16,8 @@ import logging
 import os
 import re
 import warnings
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, TypeVar, Union
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple,
+                    TypeVar, Union)
 
 from ..writer import SummaryWriter
 from ..writer._common.checks import describe, is_int, is_real
@@ -30,20 +31,20 @@ logger = logging.getLogger("gluon_tb.handlers")
 
 ParamFilter = Union[None, str, Callable[[str], bool]]
 R = TypeVar("R")
-if TYPE_CHECKING:  # typing has ParamSpec from Python 3.10; annotations here are never evaluated
-    from typing import Concatenate, ParamSpec
+if TYPE_CHECKING:  # typing has these from Python 3.10; annotations here are never evaluated
+    from typing import Concatenate, ParamSpec, TypeGuard
 
     P = ParamSpec("P")
 
 
 # ---------------------------------------------------------------- argument checks
-def is_python_int(value: Any) -> bool:
+def is_python_int(value: Any) -> TypeGuard[int]:
     """An int that is not a bool (:func:`is_int`) and a Python ``int``: the handlers' int
     arguments refuse numpy integers, which the writer's arguments take."""
     return is_int(value) and isinstance(value, int)
 
 
-def is_python_number(value: Any) -> bool:
+def is_python_number(value: Any) -> TypeGuard[Union[int, float]]:
     """A real number that is not a bool (:func:`is_real`) and a Python ``int`` or ``float``
     (``numpy.float64`` is one; other numpy scalars are not)."""
     return is_real(value) and isinstance(value, (int, float))
@@ -275,7 +276,7 @@ def batch_gradient(p: Any) -> Any:
     return g.tostype("default") if getattr(g, "stype", "default") != "default" else g
 
 
-def loss_total(losses: List[Any]) -> Tuple[Any, int]:
+def loss_total(losses: Sequence[Any]) -> Tuple[Any, int]:
     """Sum over all elements of the per-device losses (an NDArray, no host sync) and their count."""
     ctx = losses[0].context
     total = losses[0].sum()

@@ -85,7 +85,7 @@ def kvstore_of(trainer: Any) -> Any:
         return None
     kv = getattr(trainer, "_kvstore", None)
     if kv is None:
-        params = getattr(trainer, "_kvstore_params", None)
+        params: Any = getattr(trainer, "_kvstore_params", None)
         wanted = params.get("kvstore") if isinstance(params, dict) else None
         if isinstance(wanted, str) and "dist" in wanted:
             import mxnet as mx
@@ -181,7 +181,7 @@ class WorkerMean:
     def _horovod(self, packed: np.ndarray) -> np.ndarray:
         import mxnet as mx
 
-        hvd = _horovod()
+        hvd: Any = _horovod()  # not None: this worker's source is Horovod
         self._round += 1
         got = hvd.allreduce(mx.nd.array(packed, dtype="float64"), average=False,
                             name=f"gluon_tb_epoch_{self._round}")

@@ -5,13 +5,14 @@ in which the estimator validated), ``epoch_learning_rate`` and
 ``epoch_samples_per_second``. ``epoch_loss`` is always there: the estimator's own loss
 metric when it has one, otherwise the mean per-sample loss of the epoch's batches (train)
 or of the last validation pass (validation), summed on MXNet's engine as the batches come
-and read by the writer thread: nothing waits for a value on the training thread. With several workers and ``distributed="rank0"`` the
-values are the mean over the workers (the throughput their sum), see ``_dist.py``.
+and read by the writer thread: nothing waits for a value on the training thread. With
+several workers and ``distributed="rank0"`` the values are the mean over the workers (the
+throughput their sum), see ``_dist.py``.
 """
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 from ..writer import SummaryWriter
 from ._base import TRAIN, VALIDATION, FitScope, RunWriters, Wrap, is_loss, loss_total, scores, wrap
@@ -67,7 +68,7 @@ class EpochValues:
         self._own_loss, self._own_count = (None if has_loss else 0), 0
         self._t0 = time.perf_counter()
 
-    def see_batch(self, losses: List[Any], batch: Any) -> None:
+    def see_batch(self, losses: Sequence[Any], batch: Any) -> None:
         self._batches += 1
         if losses:
             for l in losses:

@@ -117,7 +117,7 @@ class HealthMonitor:
         mults = [float(getattr(params[n], "lr_mult", 1.0)) for n, _ in grads]
         self._fresh = (step, [n for n, _ in grads], g2, bad, w2, mults)
 
-    def finish(self, trainer: Any, losses: Optional[List[Any]] = None) -> None:
+    def finish(self, trainer: Any, losses: Optional[Sequence[Any]] = None) -> None:
         """After the optimizer step of the observed batch: log its scalars, judge the previous check."""
         from mxnet import nd
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import sys
 import threading
 import weakref
+from types import FrameType
 from typing import Any, Callable, Dict, Optional, Tuple
 
 _MARK = "_gluon_tb_wrap"  # attribute of our wrapper functions: the Wrap that made them
@@ -73,7 +74,7 @@ def _on_stack(f: Any, target: Any) -> bool:
 
 
 def _find_fit_frame(estimator: Any) -> Any:
-    f = sys._getframe(2)
+    f: Optional[FrameType] = sys._getframe(2)
     while f is not None:
         if f.f_code.co_name == "fit" and f.f_locals.get("self") is estimator:
             return f

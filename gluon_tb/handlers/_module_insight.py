@@ -14,10 +14,11 @@ and ``eval_data`` in ``locals``, and ``arg_params`` at each epoch end.
   the ``argmax`` of that prediction layer's output.
 * ``grad_health``: at ``batch_end`` of a due batch, each parameter's gradient in the module's
   executors (summed over devices, unless the kvstore has already pulled the reduced gradient
-  into every device's buffer: ``update_on_kvstore=False``) and its weight. Module's callbacks run *after* the optimizer's update, so ``weight_norm`` is
-  the weight after the batch's update. :class:`HealthMonitor` is used as the estimator uses it
-  (its helper thread reads the detectors' values, never the training thread); ``Module.fit``
-  cannot be stopped by a callback, so ``GradHealth(stop=...)`` is refused.
+  into every device's buffer: ``update_on_kvstore=False``) and its weight. Module's callbacks
+  run *after* the optimizer's update, so ``weight_norm`` is the weight after the batch's update.
+  :class:`HealthMonitor` is used as the estimator uses it (its helper thread reads the
+  detectors' values, never the training thread); ``Module.fit`` cannot be stopped by a
+  callback, so ``GradHealth(stop=...)`` is refused.
 """
 from __future__ import annotations
 
@@ -70,13 +71,15 @@ class ModuleFilters:
 
     def epoch_end(self, epoch: int, arg_params: Any, aux_params: Any) -> None:
         if self._conv is not None and arg_params:
-            self._out.call(TRAIN, self._log, epoch, arg_params, aux_params)
+            self._out.call(TRAIN, self._log, self._conv, epoch, arg_params, aux_params)
 
-    def _log(self, w: SummaryWriter, epoch: int, arg_params: Any, aux_params: Any) -> None:
-        name, weight = self._conv
+    def _log(self, w: SummaryWriter, conv: Tuple[str, str], epoch: int, arg_params: Any,
+             aux_params: Any) -> None:
+        name, weight = conv
         maps = None
-        if self._sample:
-            maps = self._probe(self._sample, arg_params, aux_params)[0]
+        probe = self._probe  # made with the layer, before any sample is kept
+        if self._sample and probe is not None:
+            maps = probe(self._sample, arg_params, aux_params)[0]
         write_filters(w, name, arg_params[weight], maps, epoch, self._max)
 
 
@@ -98,7 +101,7 @@ class ModuleProjector(Projector):
                 feats, pred = layer_output(self._symbol, self.cfg.layer), classifier_input(self._symbol)[1]
             else:
                 feats, pred = classifier_input(self._symbol)
-            self._probe = SymbolProbe([feats, pred])  # type: ignore[assignment]
+            self._probe = SymbolProbe([feats, pred])
             self._data_name = module.data_names[0]
 
     def log(self, step: int) -> None:
@@ -134,7 +137,7 @@ class ModuleProjector(Projector):
         import mxnet as mx
 
         arg_params, aux_params = self._module.get_params()
-        feats, pred = self._probe({self._data_name: x}, arg_params, aux_params)  # type: ignore[misc]
+        feats, pred = self._probe({self._data_name: x}, arg_params, aux_params)
         return mx.nd.flatten(feats), (pred.argmax(axis=-1) if len(pred.shape) > 1 else pred)
 
 

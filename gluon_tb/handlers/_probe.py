@@ -116,7 +116,11 @@ class LayerProbe:
         if isinstance(net, gluon.HybridBlock):
             self._sym = self._symbol_block()
         else:
-            self._handle = self._hook(lambda v: self._active and self._seen.append(v))
+            self._handle = self._hook(self._keep_while_active)
+
+    def _keep_while_active(self, value: Any) -> None:
+        if self._active:
+            self._seen.append(value)
 
     def _hook(self, keep: Any) -> Any:
         if self.take == "output":

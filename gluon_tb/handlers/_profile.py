@@ -109,11 +109,12 @@ class BatchProfiler:
 
     def finish(self, step: int, log: bool = True) -> None:
         """Stop, dump, hand the trace and the table to the writer, restore the profiler."""
-        if not self.running:
+        folder = self._dir
+        if folder is None:  # not running
             return
         import mxnet as mx
 
-        folder, self._dir = self._dir, None
+        self._dir = None
         try:
             mx.nd.waitall()  # the profiled batches' operators have run
             mx.profiler.set_state("stop")

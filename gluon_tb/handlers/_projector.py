@@ -75,7 +75,7 @@ class Projector:
         self._ys: List[Any] = []
         self._have = 0
         self._net: Any = None
-        self._probe: Optional[LayerProbe] = None
+        self._probe: Any = None  # a LayerProbe (the Module callback's projector: a SymbolProbe)
         self._logged = -1
 
     def train_begin(self, estimator: Any, scope: Any = None, on_dead: Any = None) -> Any:

@@ -70,7 +70,7 @@ def _from_checkpoint(estimator: Any, scope: FitScope) -> Optional[Start]:
 
 
 def _from_optimizer(estimator: Any, scope: FitScope) -> Optional[Start]:
-    trainer = getattr(estimator, "trainer", None)
+    trainer: Any = getattr(estimator, "trainer", None)
     try:
         done = int(trainer.optimizer.num_update)  # a Python int, kept by the optimizer
     except (AttributeError, TypeError, ValueError):
@@ -105,6 +105,7 @@ def batches_before(data: Any, epochs: int) -> Optional[int]:
     batch up, ``"discard"`` drops it, ``"roll_over"`` carries it into the next epoch (what
     ``epochs`` epochs in one process make: ``epochs * num_data // batch_size``).
     """
+    n: Any
     try:
         n = len(data)
     except TypeError:
@@ -114,7 +115,7 @@ def batches_before(data: Any, epochs: int) -> Optional[int]:
     if is_python_int(n):
         return n * epochs if n > 0 else None
     total, size = getattr(data, "num_data", None), getattr(data, "batch_size", None)
-    if not all(is_python_int(v) and v > 0 for v in (total, size)):
+    if not (is_python_int(total) and total > 0 and is_python_int(size) and size > 0):
         return None
     handle = getattr(data, "last_batch_handle", "pad")
     if handle == "pad":
