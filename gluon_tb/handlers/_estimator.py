@@ -23,7 +23,9 @@ which the estimator validated.
 
 MXNet does not call ``train_end`` when ``fit`` raises; the wrappers are bound to the ``fit``
 call that made them and remove themselves at their first call outside it (``_hooks.py``).
-A handler's first ``fit`` continues a resumed training's steps (``_resume.py``).
+A handler's first ``fit`` continues a resumed training's steps (``_resume.py``). The
+see-inside options (filters, projector, word vectors, gradient health, profiler) are handed
+their events by one part, ``_estimator_insight.py``.
 """
 from __future__ import annotations
 
@@ -40,12 +42,11 @@ from ._base import (ON_ERROR, TRAIN, FitScope, ParamFilter, RunWriters, Wrap, ch
                     check_positive_number, check_start, param_selector, scores, wrap)
 from ._dist import DISTRIBUTED, Worker
 from ._epoch_values import EpochValues
-from ._conv_filters import ConvFilters, check_conv_filters
-from ._health import GradHealth, HealthMonitor, check_grad_health
+from ._estimator_insight import EstimatorInsight
+from ._health import GradHealth
 from ._histograms import ParamHistograms
-from ._profile import BatchProfiler, check_profile_batch
-from ._projector import Embeddings, Projector, check_embeddings
-from ._word_vectors import WordVectors, WordVectorsLogger, check_word_vectors
+from ._projector import Embeddings
+from ._word_vectors import WordVectors
 from ._inputs import log_first_batch
 from ._resume import batches_before, continue_at, resume_point
 from ._schedule import Period, schedule
@@ -161,19 +162,10 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
         self._graph_done = False
         self._in_epoch = 0
         self._taps: List[Wrap] = []
-        filt, emb, health = check_conv_filters(conv_filters), check_embeddings(embeddings), \
-            check_grad_health(grad_health)
-        if health is not None and self._hist.never:
-            raise ValueError("grad_health runs on the histogram schedule: histogram_period must "
-                             "not be None when grad_health is set")
-        self._filters = ConvFilters(filt, self._out) if filt else None
-        self._proj = Projector(emb, self._out) if emb else None
-        words = check_word_vectors(word_vectors)
-        self._words = WordVectorsLogger(words, self._out) if words else None
-        self._health = HealthMonitor(health, self._out) if health else None
-        prof = check_profile_batch(profile_batch)
-        self._prof = BatchProfiler(prof, self._out) if prof else None
-        self._hists = ParamHistograms(self._out, self._hist, param_selector(params), self._health)
+        self._see = EstimatorInsight(self._out, self._hist, conv_filters=conv_filters, embeddings=embeddings,
+                                     word_vectors=word_vectors, grad_health=grad_health,
+                                     profile_batch=profile_batch)
+        self._hists = ParamHistograms(self._out, self._hist, param_selector(params), self._see.health)
 
     @property
     def logdir(self) -> str:
@@ -188,13 +180,12 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
     @property
     def health_events(self) -> Dict[str, int]:
         """``{detector: batch}`` of the ``grad_health`` detectors that fired (empty without it)."""
-        return dict(self._health.fired) if self._health else {}
+        return dict(self._see.health.fired) if self._see.health else {}
 
     # ------------------------------------------------------------ events
     def train_begin(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
         self._remove_taps()
-        if self._words:  # finds the Embedding, checks the vocabulary: raises before anything is hooked
-            self._words.train_begin(estimator.net)
+        self._see.check(estimator.net)  # raises before anything is hooked
         scope = self._scope = FitScope(estimator)
         if not self._fits:
             self._start_at(resume_point(estimator, scope, *self._initial))
@@ -213,14 +204,9 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
                                    logging.WARNING)
             else:
                 self._taps.append(tap)
-        if self._filters and not self._out.muted:
-            self._filters.train_begin(estimator.net)
-        hook = self._proj.train_begin(estimator, scope, self._abandon) \
-            if self._proj and not self._out.muted else None
+        hook = self._see.train_begin(estimator, scope, self._abandon)
         if hook is not None:
             self._taps.append(hook)
-        if self._health:
-            self._health.stop = False
 
     def epoch_begin(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
         self._in_epoch = 0
@@ -228,8 +214,7 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
         self._epochs.epoch_begin(estimator)
 
     def batch_begin(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
-        if self._prof and not self._out.muted:
-            self._prof.batch_begin(self._step)
+        self._see.batch_begin(self._step)
 
     def batch_end(self, estimator: Any, *args: Any, **kwargs: Any) -> bool:
         k = self._step
@@ -251,45 +236,22 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
         if not self._graph_done:
             self._add_graph(estimator.net)
         self._hists.batch_end(k)
-        if self._prof:
-            self._prof.batch_end(k)
-        if self._filters and self._in_epoch == 0:
-            self._filters.see_batch(batch)
+        self._see.batch_end(k, batch, self._in_epoch == 0)
         self._step += 1
         self._in_epoch += 1
-        if self._health:
-            self._health.finish(estimator.trainer, losses)
-            return self._stop_now()
-        return False
+        return self._see.finish_batch(estimator.trainer, losses, self._epochs.worker.size)
 
     def epoch_end(self, estimator: Any, *args: Any, **kwargs: Any) -> bool:
         e, last = self._epoch, self._step - 1
         self._epochs.epoch_end(estimator, e)
         self._hists.epoch_end(last, self._in_epoch, self._step)
-        if self._filters and not self._out.muted:
-            self._filters.epoch_end(e)
-        if self._proj and not self._out.muted:
-            self._proj.epoch_end(e)
-        if self._words and not self._out.muted:
-            self._words.epoch_end(e)
+        self._see.epoch_end(e)
         self._epoch += 1
-        if self._health:
-            self._health.finish(estimator.trainer)
-            self._health.settle()
-            return self._stop_now()
-        return False
+        return self._see.finish_epoch(estimator.trainer, self._epochs.worker.size)
 
     def train_end(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
         self._unhook()
-        if self._prof:  # a fit that ended inside the range
-            self._prof.finish(self._step - 1)
-        if self._proj and not self._out.muted:
-            self._proj.log(max(self._epoch - 1, 0))
-        if self._words and not self._out.muted:
-            self._words.log(max(self._epoch - 1, 0))
-        if self._health:
-            self._health.settle(wait=True)  # every check judged (and its text queued) before closing
-        self._close_probes()
+        self._see.train_end(self._step - 1, max(self._epoch - 1, 0))
         if self._hparams is not None:
             final = dict(self._epochs.final)  # floats, or NDArrays the writer thread reads
             self._out.call(TRAIN, SummaryWriter.add_hparams, self._hparams, final,
@@ -307,19 +269,10 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
         if self._scope is not None:
             self._scope.end()
 
-    def _close_probes(self) -> None:
-        for part in (self._filters, self._proj):
-            if part:
-                part.close()
-
     def _abandon(self) -> None:
         """The ``fit`` that hooked the trainer raised (no ``train_end``): unhook, close everything."""
         self._unhook()
-        self._close_probes()
-        if self._health:
-            self._health.forget()
-        if self._prof:
-            self._prof.finish(self._step - 1, log=False)
+        self._see.abandon(self._step - 1)
         self._out.close()
 
     def _start_at(self, start: Any) -> None:
@@ -328,16 +281,6 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
         continue_at(self._out, start.epoch, start.step, start.source)
 
     # ------------------------------------------------------------ pieces
-    def _stop_now(self) -> bool:
-        """A health detector's stop; not with several workers, whose collectives would hang."""
-        if not (self._health and self._health.stop):
-            return False
-        if self._epochs.worker.size > 1:
-            self._out.say_once("dist-stop", "gluon_tb: grad_health does not stop distributed "
-                               "training (the other workers would wait forever)", logging.WARNING)
-            return False
-        return True
-
     def _add_graph(self, net: Any) -> None:
         self._graph_done = True
         if not self._graph:
