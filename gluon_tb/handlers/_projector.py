@@ -21,6 +21,7 @@ from ._probe import LayerProbe, classifier, context_of, find_block
 from ..writer import SummaryWriter
 from ._base import TRAIN, RunWriters, check_positive_int, is_python_int, wrap
 from ._inputs import for_display
+from ._schedule import every_epochs
 
 
 class Embeddings:
@@ -124,7 +125,7 @@ class Projector:
         self._have += k
 
     def epoch_end(self, epoch: int) -> None:
-        if self.cfg.every is not None and (epoch + 1) % self.cfg.every == 0:
+        if every_epochs(self.cfg.every, epoch):
             self.log(epoch)
 
     def log(self, step: int) -> None:

@@ -6,6 +6,9 @@ A schedule is one of
 * a positive ``int`` ``k``: every ``k`` batches, on the global batch indices
   ``0, k, 2k, ...`` (counted from 0 across epochs);
 * ``"epoch"``: once per epoch, on its last batch.
+
+The projector options add ``every=k`` epochs (:func:`every_epochs`) to their log at the end of
+training.
 """
 from __future__ import annotations
 
@@ -46,3 +49,9 @@ def schedule(value: Any, name: str, *, allow_epoch: bool = False) -> Schedule:
     if value < 1:
         raise ValueError(f"{name} must be a positive int, got {value}")
     return Schedule(value, False)
+
+
+def every_epochs(every: Optional[int], epoch: int) -> bool:
+    """An ``every=k`` option (``Embeddings``, ``WordVectors``) is due at the end of epoch ``epoch``
+    (from 0): epochs ``k - 1``, ``2k - 1``, ...; never for ``None``."""
+    return every is not None and (epoch + 1) % every == 0

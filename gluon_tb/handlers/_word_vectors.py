@@ -23,6 +23,7 @@ from ..writer._common.checks import describe
 from ._probe import blocks, match_block
 from ..writer import SummaryWriter
 from ._base import TRAIN, RunWriters, check_option, check_positive_int, is_python_number
+from ._schedule import every_epochs
 
 
 class WordVectors:
@@ -149,7 +150,7 @@ class WordVectorsLogger:
         self._take = None if idx == list(range(rows)) else mx.nd.array(idx, dtype="int64")
 
     def epoch_end(self, epoch: int) -> None:
-        if self.cfg.every is not None and (epoch + 1) % self.cfg.every == 0:
+        if every_epochs(self.cfg.every, epoch):
             self.log(epoch)
 
     def log(self, step: int) -> None:
