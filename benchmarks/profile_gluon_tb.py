@@ -17,7 +17,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from gluon_tb.writer._io import pipeline as _pipeline# noqa: E402
+from gluon_tb.writer._io import pipeline as _pipeline  # noqa: E402
 
 _worker_prof = cProfile.Profile()
 _orig_run = _pipeline.Pipeline._run

@@ -95,9 +95,7 @@ def test_drop_mode_flush_beside_two_producers_returns(tmp_path):
 
 # ---------------------------------------------------------------- close() against one producer
 def _scalar(step):
-    from gluon_tb.writer._io.pipeline import SCALAR
-
-    return (SCALAR, None, "s", float(step), step, 1.0)
+    return (None, "s", float(step), step, 1.0)  # a queued scalar: (run, tag, value, step, wall)
 
 
 @pytest.mark.parametrize("on_full", ["block", "drop"])

@@ -1,7 +1,7 @@
 """Process lifecycle: what Python guarantees at shutdown that the writer relies on, and SIGTERM.
 
 A remote log directory is flushed from a ``threading._register_atexit`` hook (see
-``_storage.flush_before_shutdown``): private, but the only hook that runs before
+``_io/lifecycle.py``'s ``_hook_remote``): private, but the only hook that runs before
 ``concurrent.futures`` stops taking work, which fsspec's async back-ends (s3fs, gcsfs)
 need to resolve a host name. ``atexit`` is too late. These tests pin that down, so a
 Python that changes it fails here rather than silently losing a run's last part.
@@ -28,7 +28,7 @@ def run(code, *args, env=None, timeout=90):
 
 
 def test_python_runs_threading_atexit_hooks_before_thread_pools_stop_and_atexit_after():
-    """What ``flush_before_shutdown`` relies on, stated as Python's behaviour."""
+    """What ``_hook_remote`` relies on, stated as Python's behaviour."""
     p = run("""
         import atexit, concurrent.futures.thread, threading  # futures registers its hook first
         pool = concurrent.futures.ThreadPoolExecutor(1)

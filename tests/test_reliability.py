@@ -159,9 +159,7 @@ def test_injected_error_is_raised_by_the_next_add_call(tmp_path, monkeypatch):
     w.flush()
     _fail_writes(monkeypatch, errno.EIO)
     w.add_scalar("s", 1.0, 1)
-    from gluon_tb.writer._io.pipeline import FLUSH
-
-    w._p.sync(FLUSH)  # let the worker meet the fault without reporting it
+    w._p.flush()  # let the worker meet the fault without reporting it (the writer's flush() would)
     with pytest.raises(OSError):
         w.add_scalar("s", 2.0, 2)
     w.add_scalar("s", 3.0, 3)  # reported once; then it goes on
@@ -243,7 +241,7 @@ def test_queue_is_bounded_in_bytes_and_the_producer_blocks(tmp_path, monkeypatch
     arr = np.ones(4096, dtype=np.float32)  # 16 KiB each
     for i in range(300):
         w.add_histogram("h", arr, i)
-        peak["used"] = max(peak["used"], w._p._used())
+        peak["used"] = max(peak["used"], w._p.queued_bytes())
     w.close()
     assert peak["used"] <= limit + arr.nbytes + 4096
     assert len(readback.tensor_events(str(tmp_path), ".", "h")) == 300

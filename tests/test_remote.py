@@ -17,12 +17,13 @@ from gluon_tb import SummaryWriter
 
 fsspec = pytest.importorskip("fsspec")
 
-from gluon_tb.writer._format import proto as _proto
-from gluon_tb.writer._io import remote as _storage# noqa: E402
-from gluon_tb.writer._io.event_file import FILE_VERSION  # noqa: E402
-from gluon_tb.writer._io.pipeline import Pipeline, Sink  # noqa: E402
+from gluon_tb.writer._format import proto as _proto  # noqa: E402
 from gluon_tb.writer._format.record import frame  # noqa: E402
-from gluon_tb.writer._io.remote import RemoteOptions, RemoteWriteError  # noqa: E402
+from gluon_tb.writer._io import remote as _remote  # noqa: E402
+from gluon_tb.writer._io.event_file import FILE_VERSION  # noqa: E402
+from gluon_tb.writer._io.remote import RemoteWriteError  # noqa: E402
+from gluon_tb.writer._io.remote_options import RemoteOptions  # noqa: E402
+from gluon_tb.writer._io.sink import Sink  # noqa: E402
 
 HEADER = len(frame(_proto.event(time.time(), 0, file_version=FILE_VERSION)))
 NAME = r"events\.out\.tfevents\.\d{10}\.[^/]+\.%d\.\d{8}" % os.getpid()
@@ -50,7 +51,7 @@ class Uploads:
 
     def __init__(self, monkeypatch):
         self.puts, self.logged = [], 0
-        real_put, real_write = _storage.Store.put, _storage.RemoteEventFile.write
+        real_put, real_write = _remote.Store.put, _remote.RemoteEventFile.write
 
         def put(store, path, data):
             real_put(store, path, data)
@@ -60,8 +61,8 @@ class Uploads:
             self.logged += len(data)
             real_write(f, data)
 
-        monkeypatch.setattr(_storage.Store, "put", put)
-        monkeypatch.setattr(_storage.RemoteEventFile, "write", write)
+        monkeypatch.setattr(_remote.Store, "put", put)
+        monkeypatch.setattr(_remote.RemoteEventFile, "write", write)
 
 
 @pytest.fixture
@@ -218,7 +219,7 @@ def test_buffer_is_bounded_while_the_store_is_down(mem, monkeypatch):
     fs, root = mem
     flaky = Flaky(monkeypatch)
     flaky.down = True
-    f = _storage.RemoteEventFile(_storage.Store("memory://" + root, RemoteOptions(
+    f = _remote.RemoteEventFile(_remote.Store("memory://" + root, RemoteOptions(
         part_bytes=1000, max_buffer_bytes=3000, retry_wait=0.0)))
     record = frame(_proto.scalar_event(0.0, 1, _proto.scalar_prefix("x"), 1.0))
     lost = []
@@ -233,7 +234,7 @@ def test_buffer_is_bounded_while_the_store_is_down(mem, monkeypatch):
 
 def test_projector_and_other_files_stay_inside_the_remote_logdir(mem):
     fs, root = mem
-    sink = Sink(Pipeline("memory://" + root))
+    sink = Sink("memory://" + root, _remote.Store("memory://" + root))
     for bad in ("../evil", "/abs", "a/../../evil", ".."):
         with pytest.raises(ValueError, match="outside the log directory"):
             sink.write_file(bad, b"x")

@@ -14,16 +14,16 @@ from typing import Any, Iterable, List, Mapping, Optional, Union
 
 import numpy as np
 
-from ._io import lifecycle as _lifecycle
-from ._format import proto as _proto
 from ._common.checks import MAX_TAG_LEN, check_step, check_tag, check_walltime, describe
-from ._io.pipeline import ACTION, DEFAULT_MAX_QUEUE_BYTES, DEFAULT_WORKER_NICE, FLUSH, SCALAR, SUMMARY
-from ._io.pipeline import Pipeline
-from ._io.pipeline import WriterClosedError
+from ._format import proto as _proto
+from ._io import lifecycle as _lifecycle
+from ._io.items import Action, Summary, payload_nbytes
+from ._io.logdir import check_run_name, make_logdir
+from ._io.pipeline import DEFAULT_MAX_QUEUE_BYTES, DEFAULT_WORKER_NICE, Pipeline, WriterClosedError
+from ._io.remote_options import remote_options
 from ._summaries.copy_buffers import BufferPool
-from ._writer_args import check_writer_args
-from ._io.runs import check_run_name, make_logdir, payload_nbytes
 from ._summaries.scalar import mean_of, scalar_value
+from ._writer_args import check_writer_args
 
 Number = Union[int, float, np.number]
 _time = time.time
@@ -79,7 +79,7 @@ class SummaryWriter:
         storage_options: for a URL ``logdir`` (``s3://...``), keyword arguments of
             its fsspec file system, e.g. ``{"endpoint_url": ..., "key": ..., "secret": ...}``
             for s3fs (default: fsspec's configuration and the environment).
-        remote: a :class:`gluon_tb.writer._io.remote.RemoteOptions` (part size and age,
+        remote: a :class:`gluon_tb.writer.RemoteOptions` (part size and age,
             retries) for a URL ``logdir``; see ``docs/remote.md``.
         worker_nice: the writer thread's nice value (Linux; default 19, the lowest
             priority: it uses the CPU the training leaves idle instead of competing
@@ -95,8 +95,6 @@ class SummaryWriter:
                  storage_options: Optional[Mapping[str, Any]] = None,
                  remote: Optional[Any] = None,
                  worker_nice: Optional[int] = DEFAULT_WORKER_NICE) -> None:
-        from ._io.remote import remote_options
-
         logdir = check_writer_args(logdir, max_queue, flush_secs, filename_suffix, max_queue_bytes,
                                    on_full, worker_nice)
         purge_step = check_step(purge_step, "purge_step")
@@ -110,15 +108,20 @@ class SummaryWriter:
         self._closed = False
         self._close_lock = threading.Lock()
         self._projector: List[Any] = []  # embeddings of this run, touched by the worker only
-        if self._p._store is None:
+        if not self._p.is_remote:
             make_logdir(self._p.logdir)
-        _lifecycle.register(self)
+        _lifecycle.register(self, remote=self._p.is_remote)
         if purge_step is not None:
             # TensorBoard purges at a SessionLog.START only when it has seen an earlier START
             # in the run; earlier writers (ours, mxboard's, tensorboardX's) usually wrote none,
             # so two are written: the first makes sure the second counts as a restart.
             ev = _proto.event(_time(), purge_step, session_log=_proto.session_log(_proto.SESSION_START))
-            self._p.put((ACTION, lambda sink: (sink.write_event(ev), sink.write_event(ev)), 0))
+
+            def purge(sink: Any) -> None:
+                sink.write_event(ev)
+                sink.write_event(ev)
+
+            self._p.put(Action(purge, 0))
 
     # ------------------------------------------------------------ basics
     @property
@@ -154,8 +157,7 @@ class SummaryWriter:
                run: Optional[str] = None) -> None:
         step = self._step(global_step)
         wall = _time() if walltime is None else check_walltime(walltime)
-        nbytes = payload_nbytes(payload)
-        self._p.put((SUMMARY, run, tag, builder, payload, step, wall, nbytes), nbytes)
+        self._p.put(Summary(run, tag, builder, payload, step, wall, payload_nbytes(payload)))
 
     # ------------------------------------------------------------ scalars
     def add_scalar(self, tag: str, value: Any, global_step: Optional[int] = None,
@@ -187,7 +189,7 @@ class SummaryWriter:
         else:
             step = check_step(global_step)
         wall = _time() if walltime is None else check_walltime(walltime)
-        self._p.put_scalar((SCALAR, None, tag, value, step, wall))
+        self._p.put_scalar((None, tag, value, step, wall))  # a scalar item (_io/items.py)
 
     def _named_scalars(self, tag: str, value: Any, global_step: Any, walltime: Any) -> None:
         if isinstance(value, (tuple, list)):
@@ -222,7 +224,7 @@ class SummaryWriter:
         """Queue a checked value (a float, or what the worker turns into one with ``float()``)."""
         step = self._step(global_step)
         wall = _time() if walltime is None else check_walltime(walltime)
-        self._p.put_scalar((SCALAR, run, tag, value, step, wall))
+        self._p.put_scalar((run, tag, value, step, wall))
 
     def add_mean(self, tag: str, values: Any, global_step: Optional[int] = None,
                  walltime: Optional[float] = None, *, copy: bool = True) -> None:
@@ -365,7 +367,7 @@ class SummaryWriter:
         def write(sink: Any) -> None:
             sink.write_event(_proto.event(wall, 0, graph_def=build_graph(payload)))
 
-        self._p.put((ACTION, write, 0))
+        self._p.put(Action(write, 0))
 
     def add_embedding(self, tag: str, embedding: Any, labels: Any = None, images: Any = None,
                       global_step: Optional[int] = None) -> None:
@@ -379,8 +381,7 @@ class SummaryWriter:
         tag = check_tag(tag)
         step = self._step(global_step)
         payload = capture_embedding(embedding, labels=labels, images=images)
-        nbytes = payload_nbytes(payload)
-        self._p.put((ACTION, embedding_action(tag, step, payload, self._projector), nbytes), nbytes)
+        self._p.put(Action(embedding_action(tag, step, payload, self._projector), payload_nbytes(payload)))
 
     def add_profile(self, trace: Any, session: Optional[str] = None, host: Optional[str] = None) -> str:
         """A profiler timeline for TensorBoard's Profile dashboard: MXNet's Chrome trace (the
@@ -404,7 +405,7 @@ class SummaryWriter:
         def write(sink: Any) -> None:
             sink.write_file(rel, xspace_from_trace(events, host)[0])
 
-        self._p.put((ACTION, write, 0))
+        self._p.put(Action(write, 0))
         return rel
 
     def add_hparams(self, hparam_dict: Mapping[str, Any], metric_dict: Mapping[str, Number],
@@ -451,7 +452,7 @@ class SummaryWriter:
         Raises :class:`WriterClosedError` if the writer is (or gets) closed first."""
         self._check()
         p = self._p
-        ok = p.sync(FLUSH, fsync=fsync)
+        ok = p.flush(fsync=fsync)
         err = p.take_error()
         if err is not None:
             raise err
@@ -479,13 +480,7 @@ class SummaryWriter:
         with self._close_lock:
             if not self._closed:
                 return
-            p = self._p
-            new = Pipeline(self._logdir, flush_secs=p.flush_secs, filename_suffix=p.suffix,
-                           max_queue_bytes=p.max_queue_bytes, wake_items=p._wake_items,
-                           on_full=p.on_full, nice=p.nice,
-                           remote=p._store.options if p._store is not None else None)
-            new.dropped = new._dropped_reported = p.dropped  # dropped_events counts on
-            self._p = new
+            self._p = self._p.reopened()
             self._closed = False
 
     def _close_at_exit(self) -> None:
@@ -498,6 +493,15 @@ class SummaryWriter:
         err = p.take_error()
         if err is not None:  # nobody is left to raise it to
             _log.warning("gluon_tb: could not write %s at exit: %s", self._logdir, err)
+
+    def _flush_before_shutdown(self) -> None:
+        # the main thread ended: upload what a remote log directory holds while Python's
+        # thread pools still take work; atexit closes the writer later (_io/lifecycle.py)
+        p = self._p
+        if p.is_remote and p.running:
+            p.flush(timeout=30.0)
+            if p.error is not None:
+                _log.warning("gluon_tb: could not write %s at exit: %s", p.logdir, p.error)
 
     def _after_fork(self) -> None:
         self._p.after_fork_in_child()

@@ -9,7 +9,7 @@ import os
 from typing import Any, Optional
 
 from ._common.checks import describe
-from ._io.remote import check_logdir
+from ._io.logdir import check_logdir
 
 
 def check_writer_args(logdir: Any, max_queue: Any, flush_secs: Any, filename_suffix: Any,

@@ -91,10 +91,6 @@ class EventFile:
         self._fd, self.path, self._size = fd, path, 0
         self._write_all(frame(_proto.event(time.time(), 0, file_version=FILE_VERSION)))
 
-    @property
-    def is_open(self) -> bool:
-        return self._fd is not None
-
     # -- writing ---------------------------------------------------------------
     def write(self, data: bytes) -> None:
         """Append ``data`` (whole framed records); on error cut back and raise.

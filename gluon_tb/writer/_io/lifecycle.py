@@ -1,5 +1,7 @@
-"""Process-level safety nets for every live writer.
+"""Process-level safety nets for every live writer, kept in one registry.
 
+* when the main thread ends, writers with a remote log directory are flushed
+  while Python's thread pools still take work (:func:`_flush_remote`);
 * at interpreter exit, everything still queued is written (``atexit``);
 * on SIGTERM, when nobody else handles it, live writers are flushed before
   the process ends the way SIGTERM would have ended it;
@@ -13,27 +15,80 @@ import os
 import signal
 import threading
 import weakref
-from typing import Any
+from typing import Any, Protocol
 
 log = logging.getLogger("gluon_tb")
 
+
+class Writer(Protocol):
+    """What the registry calls on a writer (``SummaryWriter`` has these)."""
+
+    def _flush_before_shutdown(self) -> None:
+        """Flush a remote log directory, without closing it."""
+
+    def _close_at_exit(self) -> None:
+        """Write everything queued and close the files."""
+
+    def _after_fork(self) -> None:
+        """In a forked child: forget the parent's queue, worker and files."""
+
+
 _live: "weakref.WeakSet[Any]" = weakref.WeakSet()
 _installed = False
+_remote_hooked = False
 _lock = threading.Lock()
 
 
-def register(writer: Any) -> None:
-    """Track ``writer`` (anything with ``_close_at_exit()`` and ``_after_fork()``)."""
+def register(writer: Writer, remote: bool = False) -> None:
+    """Track ``writer``; ``remote``: its log directory is a URL (see :func:`_hook_remote`)."""
     global _installed
     with _lock:
         _live.add(writer)
-        if _installed:
-            return
+        first = not _installed
         _installed = True
+    if remote:
+        _hook_remote()
+    if not first:
+        return
     atexit.register(_close_all)
     if hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=_after_fork)
     _install_sigterm()
+
+
+def _hook_remote() -> None:
+    """Flush the writers when the main thread ends, before Python shuts its thread pools down.
+
+    ``atexit`` comes too late for a remote store: by then asyncio can no longer
+    resolve a host name (its executor refuses new work), so uploads would fail.
+    The writers are only flushed here, not closed: a non-daemon thread may
+    still be logging; ``atexit`` closes them later as for local files.
+    """
+    global _remote_hooked
+    with _lock:
+        if _remote_hooked:
+            return
+        _remote_hooked = True
+    import concurrent.futures.thread  # noqa: F401  registers its hook first, so ours runs before it
+
+    # Private, and no public hook runs early enough: tests/test_lifecycle.py pins the order
+    # (these hooks in reverse, before thread pools refuse work; atexit after) and fails if
+    # Python changes it. Without it, atexit still closes the writers, for local stores.
+    hook = getattr(threading, "_register_atexit", None)
+    if hook is not None:
+        try:
+            hook(_flush_remote)
+        except RuntimeError:  # "can't register atexit after shutdown": atexit closes them then
+            with _lock:
+                _remote_hooked = False
+
+
+def _flush_remote() -> None:
+    for w in list(_live):
+        try:
+            w._flush_before_shutdown()
+        except Exception:  # never let logging break interpreter shutdown
+            log.exception("gluon_tb: could not flush %s at exit", getattr(w, "logdir", "?"))
 
 
 def _close_all() -> None:
@@ -68,4 +123,3 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     _close_all()
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.kill(os.getpid(), signal.SIGTERM)
-

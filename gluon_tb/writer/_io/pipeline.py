@@ -6,7 +6,7 @@ when enough has queued, drains everything in one go, builds and frames the
 events and writes each run's records with one ``os.write``. ``flush()`` puts a
 marker in the queue and waits until the worker has written everything before it.
 
-Every producer method is safe from several threads at once, beside ``sync`` and
+Every producer method is safe from several threads at once, beside ``flush`` and
 ``close`` on others (the rules are above ``put_scalar``): in
 ``on_full="block"`` every accepted item is written; in ``"drop"`` an item is
 refused before it is queued and counted in ``gluon_tb/dropped_events``; an item
@@ -20,24 +20,28 @@ after which the writer carries on.
 A URL as ``logdir`` (``s3://...``) writes to a :class:`~.remote.Store` instead:
 :class:`~.remote.RemoteEventFile` parts, uploaded when due, on ``flush()`` and
 on ``close()`` (see ``remote.py`` for why parts).
+
+The items on the queue are described in ``items.py``.
 """
 from __future__ import annotations
 
 import collections
 import threading
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Union
 
-from .remote import RemoteEventFile, RemoteOptions, Store, flush_before_shutdown, is_remote
-from .remote import local_path
-from .worker import ACTION, DROPPED_TAG, FLUSH, SCALAR, STOP, SUMMARY, Sink, Worker
-from .worker import lower_thread_priority
+from .items import Action, ScalarItem, Summary, Sync
+from .logdir import is_remote, local_path
+from .remote import RemoteEventFile, Store
+from .remote_options import RemoteOptions
+from .worker import Worker
 
-__all__ = ["ACTION", "DROPPED_TAG", "FLUSH", "SCALAR", "STOP", "SUMMARY", "Pipeline", "Sink",
-           "WriterClosedError", "lower_thread_priority", "DEFAULT_MAX_QUEUE_BYTES",
-           "DEFAULT_WORKER_NICE", "SCALAR_COST"]
+__all__ = ["Pipeline", "WriterClosedError", "DEFAULT_MAX_QUEUE_BYTES", "DEFAULT_WORKER_NICE",
+           "SCALAR_COST"]
 
-SCALAR_COST = 176  # bytes one queued scalar costs: its tuple, float, int and deque slot (tracemalloc)
+# bytes one queued scalar costs: its tuple, floats, int and deque slot (tracemalloc: 168 for
+# today's 5-field tuple; kept at the 176 of the former 6-field one, so the bound stays as it was)
+SCALAR_COST = 176
 DEFAULT_MAX_QUEUE_BYTES = 64 << 20
 DEFAULT_WORKER_NICE = 19
 
@@ -49,7 +53,7 @@ class WriterClosedError(RuntimeError):
 class Pipeline(Worker):
     """Queue + worker + one :class:`EventFile` per run directory.
 
-    ``remote`` (a :class:`~.remote.RemoteOptions`) tunes how a URL ``logdir`` is
+    ``remote`` (a :class:`~.remote_options.RemoteOptions`) tunes how a URL ``logdir`` is
     written; it is ignored for a local one.
     """
 
@@ -65,7 +69,6 @@ class Pipeline(Worker):
         self._store: Optional[Store] = None
         if is_remote(logdir):
             self._store = Store(logdir, remote)
-            flush_before_shutdown(self)
         else:
             logdir = local_path(logdir)
         self.logdir = logdir
@@ -105,12 +108,14 @@ class Pipeline(Worker):
     # Several threads may call every producer method at once. The rules that make that safe:
     # * a queued item is never taken back out: in drop mode a scalar is refused *before* it is
     #   appended (an item popped from the right could be another thread's, or a flush marker);
-    # * close() sets ``closed`` and ``_check_at = 0`` under ``_lock`` before it queues STOP, and
-    #   nobody writes a non-zero ``_check_at`` once ``closed`` (all writes hold ``_lock``); so a
-    #   producer that reads ``closed`` false *after* appending knows its item is ahead of STOP and
-    #   will be written, and one that reads it true settles its item in ``_late``;
-    # * drops are counted under ``_lock`` only while open, so the report written at STOP has them all.
-    def put_scalar(self, item: tuple) -> None:
+    # * close() sets ``closed`` and ``_check_at = 0`` under ``_lock`` before it queues its stop
+    #   marker, and nobody writes a non-zero ``_check_at`` once ``closed`` (all writes hold
+    #   ``_lock``); so a producer that reads ``closed`` false *after* appending knows its item is
+    #   ahead of the stop marker and will be written, and one that reads it true settles its item
+    #   in ``_late``;
+    # * drops are counted under ``_lock`` only while open, so the report written at the stop has
+    #   them all.
+    def put_scalar(self, item: ScalarItem) -> None:
         q = self._q
         q.append(item)
         if len(q) >= self._check_at:  # the first scalar, the bound worth a look, or closed
@@ -120,7 +125,7 @@ class Pipeline(Worker):
                 self._next_check()
                 self._make_room(0)
 
-    def _put_scalar_drop(self, item: tuple) -> None:
+    def _put_scalar_drop(self, item: ScalarItem) -> None:
         """``put_scalar`` of a :class:`DropPipeline`: a scalar over the bound is never queued."""
         q = self._q
         if len(q) >= self._check_at and not self._scalar_fits():
@@ -141,10 +146,11 @@ class Pipeline(Worker):
             if not self.closed:
                 self._check_at = max(len(self._q) + self._check_every, self._first_check)
 
-    def put(self, item: tuple, nbytes: int = 0) -> bool:
-        """Queue a non-scalar item costing ``nbytes``; False when dropped (on_full='drop')."""
+    def put(self, item: Union[Summary, Action]) -> bool:
+        """Queue a non-scalar item; False when dropped (on_full='drop')."""
         if self._thread is None:
             self._start()
+        nbytes = item.nbytes
         if nbytes:
             if not self._make_room(nbytes):
                 return False
@@ -156,7 +162,8 @@ class Pipeline(Worker):
         self._wake.set()
         return True
 
-    def _used(self) -> int:
+    def queued_bytes(self) -> int:
+        """What the queue holds, as counted against ``max_queue_bytes``."""
         return len(self._q) * SCALAR_COST + self._big_bytes
 
     def _make_room(self, nbytes: int) -> bool:
@@ -167,7 +174,7 @@ class Pipeline(Worker):
         wake = self._wake
         if not wake.is_set():  # setting an Event takes its lock: skip when already set
             wake.set()
-        if self._used() + nbytes <= self.max_queue_bytes:
+        if self.queued_bytes() + nbytes <= self.max_queue_bytes:
             return True
         if self.on_full == "drop":
             with self._lock:
@@ -177,15 +184,15 @@ class Pipeline(Worker):
                 self._check_at = 0  # full: every scalar looks until the worker has drained
             return False
         with self._space:
-            while (self._used() + nbytes > self.max_queue_bytes and self._used() > 0
-                   and self._alive()):
+            while (self.queued_bytes() + nbytes > self.max_queue_bytes and self.queued_bytes() > 0
+                   and self.running):
                 self._wake.set()
                 self._space.wait(0.05)
         return True
 
-    def _late(self, item: tuple) -> None:
+    def _late(self, item: Union[ScalarItem, Summary, Action]) -> None:
         """``item`` was queued while the pipeline closed: it is written if it went in ahead
-        of STOP; otherwise it is still in the queue once the worker has stopped, and refused."""
+        of the stop marker; otherwise it is still in the queue once the worker has stopped, and refused."""
         while not self._finished.wait(0.05):
             t = self._thread
             if t is not None and not t.is_alive():
@@ -194,9 +201,16 @@ class Pipeline(Worker):
             raise WriterClosedError("SummaryWriter was closed while this call ran; "
                                     "the event was not logged")
 
-    def _alive(self) -> bool:
+    @property
+    def running(self) -> bool:
+        """The worker was started and has not stopped (``close()`` stops it)."""
         t = self._thread
         return t is not None and t.is_alive()
+
+    @property
+    def is_remote(self) -> bool:
+        """The log directory is a URL, written to a :class:`~.remote.Store`."""
+        return self._store is not None
 
     def _start(self, even_closed: bool = False) -> None:
         with self._start_lock:
@@ -205,20 +219,23 @@ class Pipeline(Worker):
                 t.start()
                 self._thread = t
 
-    def sync(self, kind: int, timeout: Optional[float] = None, fsync: bool = False) -> bool:
-        """Queue a FLUSH/STOP marker and wait until the worker reaches it; False when the
-        worker stopped (or ``timeout`` passed) first."""
-        done = threading.Event()
+    def flush(self, timeout: Optional[float] = None, fsync: bool = False) -> bool:
+        """Wait until the worker has written everything queued before this call (and, with
+        ``fsync``, asked the OS to put it on stable storage); False when the worker
+        stopped (or ``timeout`` passed) first."""
+        return self._sync(Sync(threading.Event(), fsync=fsync), timeout)
+
+    def _sync(self, marker: Sync, timeout: Optional[float]) -> bool:
         if self._thread is None:
             self._start()
-        self._q.append((kind, done, fsync))
+        self._q.append(marker)
         self._wake.set()
-        return self._wait(done, timeout)
+        return self._wait(marker.done, timeout)
 
     def _wait(self, done: threading.Event, timeout: Optional[float]) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
         while not done.wait(0.05):
-            if not self._alive() or (deadline is not None and time.monotonic() > deadline):
+            if not self.running or (deadline is not None and time.monotonic() > deadline):
                 return done.is_set()
         return True
 
@@ -239,12 +256,23 @@ class Pipeline(Worker):
         if not started:
             self._finished.set()
             return True
-        return self.sync(STOP, timeout)
+        return self._sync(Sync(threading.Event(), stop=True), timeout)
 
     def take_error(self) -> Optional[BaseException]:
+        """The error the worker met (raised once: it is forgotten here), or None."""
         with self._lock:
             err, self.error = self.error, None
         return err
+
+    def reopened(self) -> "Pipeline":
+        """A new pipeline with this one's settings, for a writer reopened after ``close()``:
+        new event files and a new worker; ``dropped_events`` counts on from this one's."""
+        new = Pipeline(self.logdir, flush_secs=self.flush_secs, filename_suffix=self.suffix,
+                       max_queue_bytes=self.max_queue_bytes, wake_items=self._wake_items,
+                       on_full=self.on_full, nice=self.nice,
+                       remote=self._store.options if self._store is not None else None)
+        new.dropped = new._dropped_reported = self.dropped
+        return new
 
     # ------------------------------------------------------------ lifecycle
     def event_paths(self) -> Dict[Optional[str], str]:

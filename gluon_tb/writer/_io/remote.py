@@ -30,49 +30,22 @@ imported only when a URL is used. Credentials and endpoints come from
 """
 from __future__ import annotations
 
-import logging
 import os
 import posixpath
-import re
 import struct
-import threading
 import time
-import weakref
-from dataclasses import dataclass, field, replace
 from typing import Any, Callable, List, Mapping, Optional
 
 from .._format import proto as _proto
-from .._common.checks import describe
-from .event_file import FILE_VERSION, event_file_name, next_number
 from .._format.record import frame
+from .event_file import FILE_VERSION, event_file_name, next_number
+from .logdir import URL
+from .remote_options import RemoteOptions
 
-_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
 _PERMANENT = (PermissionError, FileNotFoundError, IsADirectoryError, NotADirectoryError,
               ValueError, TypeError)
 _OBJECT_STORES = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "oss", "memory"}
 _len_at = struct.Struct("<Q").unpack_from
-log = logging.getLogger("gluon_tb")
-_live: "weakref.WeakSet[Any]" = weakref.WeakSet()
-_hooked = False
-
-
-def is_remote(logdir: str) -> bool:
-    """True for a URL other than ``file://`` (those are local paths)."""
-    m = _URL.match(logdir)
-    return m is not None and m.group(1).lower() != "file"
-
-
-def check_logdir(logdir: str) -> str:
-    """Reject a URL that lost a slash (``Path("s3://b/run")`` gives ``s3:/b/run``)."""
-    if re.match(r"^[A-Za-z][A-Za-z0-9+.\-]+:/(?!/)", logdir):
-        raise ValueError(f"logdir looks like a URL with one slash, got {logdir!r}; "
-                         "pass URLs as a str, like 's3://bucket/run'")
-    return logdir
-
-
-def local_path(logdir: str) -> str:
-    """``logdir`` without a leading ``file://``."""
-    return logdir[len("file://"):] if logdir[:7].lower() == "file://" else logdir
 
 
 class RemoteWriteError(OSError):
@@ -86,70 +59,13 @@ class RemoteWriteError(OSError):
         self.lost_records = lost_records
 
 
-def _env_number(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    if not raw:
-        return default
-    try:
-        return float(raw)
-    except ValueError:
-        raise ValueError(f"environment variable {name} must be a number, got {raw!r}") from None
-
-
-@dataclass(frozen=True)
-class RemoteOptions:
-    """How a remote log directory is written.
-
-    Args:
-        part_bytes: upload a part once this many bytes are buffered
-            (default 16 MiB, or ``$GLUON_TB_PART_BYTES``).
-        part_secs: upload a part once its oldest record is this old
-            (default 30 s, or ``$GLUON_TB_PART_SECS``).
-        max_buffer_bytes: most bytes kept in memory per run while the store
-            fails; past it they are dropped (default ``4 * part_bytes``).
-        retries: attempts per upload before the error is reported.
-        retry_wait: seconds before the second attempt, doubled after each.
-        storage_options: keyword arguments of the fsspec file system
-            (``{"endpoint_url": ..., "key": ..., "secret": ...}`` for s3fs).
-    """
-
-    part_bytes: int = 0
-    part_secs: float = 0.0
-    max_buffer_bytes: int = 0
-    retries: int = 3
-    retry_wait: float = 0.5
-    storage_options: Mapping[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        put = object.__setattr__
-        if not self.part_bytes:
-            put(self, "part_bytes", int(_env_number("GLUON_TB_PART_BYTES", 16 << 20)))
-        if not self.part_secs:
-            put(self, "part_secs", _env_number("GLUON_TB_PART_SECS", 30.0))
-        if not self.max_buffer_bytes:
-            put(self, "max_buffer_bytes", 4 * self.part_bytes)
-        for name in ("part_bytes", "max_buffer_bytes", "retries"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be a positive int, got {v!r}")
-        for name in ("part_secs", "retry_wait"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0:
-                raise ValueError(f"{name} must be a non-negative number, got {v!r}")
-        if self.max_buffer_bytes < self.part_bytes:
-            raise ValueError(f"max_buffer_bytes must be >= part_bytes ({self.part_bytes}), "
-                             f"got {self.max_buffer_bytes}")
-        if not isinstance(self.storage_options, Mapping):
-            raise TypeError(f"storage_options must be a dict, got {type(self.storage_options).__name__}")
-
-
 def _url_to_fs(url: str, storage_options: Mapping[str, Any]) -> Any:
     try:
         import fsspec.core
     except ImportError as e:
         raise ImportError(f"logdir {url!r} is a URL, which needs fsspec: "
                           "pip install 'gluon-tb[remote]'") from e
-    protocol = _URL.match(url).group(1)  # type: ignore[union-attr]
+    protocol = URL.match(url).group(1)  # type: ignore[union-attr]
     try:
         return fsspec.core.url_to_fs(url, **storage_options)
     except ImportError as e:
@@ -175,7 +91,7 @@ class Store:
         fs, root = _url_to_fs(self.url, self.options.storage_options)
         self._fs, self._pid = fs, os.getpid()
         self.root = root.rstrip("/")
-        self.protocol = _URL.match(url).group(1).lower()  # type: ignore[union-attr]
+        self.protocol = URL.match(url).group(1).lower()  # type: ignore[union-attr]
         self._dirs: set = set()
 
     @property
@@ -260,10 +176,6 @@ class RemoteEventFile:
         self._secs = 0
 
     @property
-    def is_open(self) -> bool:
-        return bool(self._chunks)
-
-    @property
     def pending_bytes(self) -> int:
         return self._nbytes
 
@@ -326,58 +238,3 @@ class RemoteEventFile:
     def discard(self) -> None:
         """Forget what is buffered without writing it (a forked child holds the parent's copy)."""
         self._drop()
-
-
-def flush_before_shutdown(pipeline: Any) -> None:
-    """Flush ``pipeline`` when the main thread ends, before Python shuts its thread pools down.
-
-    ``atexit`` comes too late for a remote store: by then asyncio can no longer
-    resolve a host name (its executor refuses new work), so uploads would fail.
-    The writers are only flushed here, not closed: a non-daemon thread may
-    still be logging; ``atexit`` closes them later as for local files.
-    """
-    global _hooked
-    _live.add(pipeline)
-    if _hooked:
-        return
-    _hooked = True
-    import concurrent.futures.thread  # noqa: F401  registers its hook first, so ours runs before it
-
-    # Private, and no public hook runs early enough: tests/test_lifecycle.py pins the order
-    # (these hooks in reverse, before thread pools refuse work; atexit after) and fails if
-    # Python changes it. Without it, atexit still closes the writers, for local stores.
-    register = getattr(threading, "_register_atexit", None)
-    if register is not None:
-        try:
-            register(_flush_live)
-        except RuntimeError:  # "can't register atexit after shutdown": atexit closes it then
-            _hooked = False
-
-
-def _flush_live() -> None:
-    from .pipeline import FLUSH
-
-    for p in list(_live):
-        try:
-            if p._alive():  # started and not closed
-                p.sync(FLUSH, timeout=30.0)
-                if p.error is not None:
-                    log.warning("gluon_tb: could not write %s at exit: %s", p.logdir, p.error)
-        except Exception:  # never let logging break interpreter shutdown
-            log.exception("gluon_tb: could not flush %s at exit", getattr(p, "logdir", "?"))
-
-
-def remote_options(logdir: str, storage_options: Any, remote: Any) -> Any:
-    """Check ``storage_options``/``remote``; the RemoteOptions for a URL logdir, else None."""
-    if storage_options is not None and not isinstance(storage_options, Mapping):
-        raise TypeError(f"storage_options must be a dict of fsspec options, got {describe(storage_options)}")
-    if remote is not None and not isinstance(remote, RemoteOptions):
-        raise TypeError(f"remote must be a RemoteOptions, got {describe(remote)}")
-    if not is_remote(logdir):
-        if storage_options or remote is not None:
-            raise ValueError(f"storage_options and remote apply to a URL logdir (s3://...), "
-                             f"got the local path {logdir!r}")
-        return None
-    if storage_options:
-        remote = replace(remote or RemoteOptions(), storage_options=dict(storage_options))
-    return remote

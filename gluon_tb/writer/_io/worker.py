@@ -3,70 +3,44 @@
 One thread (started by :class:`~.pipeline.Pipeline`) wakes every ``flush_secs``
 or when enough has queued, takes everything queued in batches, turns scalars
 into event records in one flat loop, runs the builders and actions of other
-items, and writes each run's records with one ``os.write`` (or buffers them in a
-remote part). It is the only thread that touches the event files, ``_pending``
-and the projector state. It meets a FLUSH marker by writing what came before
-and setting the marker's event; a STOP marker by writing what came before,
-closing the files and putting back, untouched, whatever was queued after it
-(those came after ``close()`` and their producers refuse them).
+items (``items.py``), and writes each run's records with one ``os.write`` (or
+buffers them in a remote part). It is the only thread that touches the event
+files, ``_pending`` and the projector state. It meets a flush marker (a
+:class:`~.items.Sync`) by writing what came before and setting the marker's
+event; a stop marker by writing what came before, closing the files and putting
+back, untouched, whatever was queued after it (those came after ``close()`` and
+their producers refuse them).
 
 The worker runs at the lowest CPU priority (``nice`` 19, on Linux, where a nice value
 belongs to one thread), so it takes the CPU that training leaves idle rather than
 the cores of MXNet's OpenMP operators: in the MLP benchmark its histogram counting
-cost the training loop 1.5 ms per histogram batch at normal priority and 0.4 ms at
-nice 19 (nice 10 helped nothing; ``benchmarks/RESULTS.md``). It still gets a share of a
-busy CPU, and whoever waits for it (``flush()``, a full queue) leaves it a core.
+slowed the training loop several times less at nice 19 than at normal priority, and
+nice 10 helped nothing (figures in ``benchmarks/RESULTS-notes.md``). It still gets a
+share of a busy CPU, and whoever waits for it (``flush()``, a full queue) leaves it a core.
 """
 from __future__ import annotations
 
 import logging
 import os
-import struct
 import sys
 import threading
 import time
 from typing import Any, Callable, Dict, List, Optional
 
-from .._format import proto as _proto
 from .._common.arrays import host_float
-from .event_file import EventFile
+from .._format import proto as _proto
 from .._format.record import frame_many
-from .remote import RemoteEventFile
+from .event_file import EventFile
+from .items import Action, ScalarItem, Summary
+from .remote import RemoteEventFile, Store
+from .sink import Sink
 
 log = logging.getLogger("gluon_tb")
 
-SCALAR, SUMMARY, ACTION, FLUSH, STOP = range(5)  # the first field of every queued item
 _BATCH = 16384  # most items the worker takes per round
 DROPPED_TAG = "gluon_tb/dropped_events"
 _prefixes: Dict[str, bytes] = {}  # tag -> constant part of its scalar events
-_pack_head = struct.Struct("<Bd").pack
 
-
-class Sink:
-    """What actions see of the worker: event records by run, and whole files."""
-
-    def __init__(self, pipeline: Any) -> None:
-        self._p = pipeline
-        self.logdir = pipeline.logdir
-
-    def write_event(self, event: bytes, run: Optional[str] = None) -> None:
-        self._p._pending.setdefault(run, []).append(event)
-
-    def write_file(self, relpath: str, data: bytes) -> None:
-        """Write ``data`` to ``logdir/relpath`` atomically (temp file, then rename)."""
-        store = self._p._store
-        if store is not None:  # a whole object: atomic in an object store
-            store.put_file(relpath, data)
-            return
-        root = os.path.realpath(self.logdir)
-        path = os.path.realpath(os.path.join(root, relpath))
-        if os.path.commonpath([root, path]) != root:
-            raise ValueError(f"refusing to write outside the log directory: {relpath!r}")
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.tmp.{os.getpid()}.{threading.get_ident()}"  # two writers, one logdir
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
 
 class Worker:
     """The worker thread's half of :class:`~.pipeline.Pipeline` (which sets up the state)."""
@@ -81,7 +55,7 @@ class Worker:
     _big_bytes: int
     _files: Dict[Optional[str], Any]
     _pending: Dict[Optional[str], List[bytes]]
-    _store: Any
+    _store: Optional[Store]
     logdir: str
     suffix: str
     flush_secs: float
@@ -112,7 +86,7 @@ class Worker:
             self._finished.set()
 
     def _drain(self) -> bool:
-        """Process everything queued; True when a STOP marker was reached."""
+        """Process everything queued; True when a stop marker was reached."""
         q = self._q
         while q:
             items = []
@@ -124,30 +98,30 @@ class Worker:
                 pass
             freed = 0
             stop = None
-            scalars: List[tuple] = []
+            scalars: List[ScalarItem] = []
             for i, item in enumerate(items):
-                kind = item[0]
-                if kind == SCALAR:
+                kind = type(item)
+                if kind is tuple:  # a scalar (see items.py)
                     scalars.append(item)
                     continue
                 if scalars:
                     self._scalars(scalars)
                     scalars = []
-                if kind == SUMMARY:
-                    freed += item[7]
+                if kind is Summary:
+                    freed += item.nbytes
                     self._summary(item)
-                elif kind == ACTION:
-                    freed += item[2]
+                elif kind is Action:
+                    freed += item.nbytes
                     self._write_pending()
-                    self._guard(item[1], Sink(self))
-                elif kind == FLUSH:
+                    self._guard(item.fn, Sink(self.logdir, self._store, self._pending))
+                elif not item.stop:  # a flush
                     self._write_pending()
                     if self._store is not None:
                         self._upload(force=True)
-                    if item[2]:
+                    if item.fsync:
                         self._guard(self._fsync_all)
-                    item[1].set()
-                else:  # STOP. What follows came after close(): it stays queued, refused by _late
+                    item.done.set()
+                else:  # the stop. What follows came after close(): it stays queued, refused by _late
                     q.extendleft(reversed(items[i + 1:]))
                     stop = item
                     break
@@ -157,7 +131,7 @@ class Worker:
             if stop is not None:
                 self._close_files()
                 self._finished.set()
-                stop[1].set()
+                stop.done.set()
             with self._space:
                 self._big_bytes -= freed
                 self._space.notify_all()
@@ -177,13 +151,14 @@ class Worker:
                 self.error = e
         log.debug("gluon_tb writer error: %r", e)
 
-    def _scalars(self, items: List[tuple]) -> None:
+    def _scalars(self, items: List[ScalarItem]) -> None:
         """Encode a run of queued scalars (the hot loop: kept flat on purpose)."""
         prefixes = _prefixes
         pending = self._pending
-        pack_head, f32 = _pack_head, _proto.f32
-        last_run, out = 0, None  # 0: no run seen yet (None is the root run)
-        for _, run, tag, value, step, wall in items:
+        scalar_event = _proto.scalar_event
+        last_run: Any = 0  # no run seen yet (None is the root run)
+        out: List[bytes] = []
+        for run, tag, value, step, wall in items:
             if run is not last_run:
                 out = pending.setdefault(run, [])
                 last_run = run
@@ -198,27 +173,18 @@ class Worker:
                 if len(prefixes) > 100_000:
                     prefixes.clear()
                 prefix = prefixes[tag] = _proto.scalar_prefix(tag)
-            if 0 < step < 0x80:  # Event.step as a varint, the common sizes inline
-                sf = bytes((0x10, step))
-            elif 0x80 <= step < 0x4000:
-                sf = bytes((0x10, (step & 0x7F) | 0x80, step >> 7))
-            elif 0x4000 <= step < 0x200000:
-                sf = bytes((0x10, (step & 0x7F) | 0x80, ((step >> 7) & 0x7F) | 0x80, step >> 14))
-            else:
-                sf = _proto.step_field(step)
-            out.append(pack_head(0x09, wall) + sf + prefix + f32(value))  # type: ignore[union-attr]
+            out.append(scalar_event(wall, step, prefix, value))
 
-    def _summary(self, item: tuple) -> None:
-        _, run, tag, builder, payload, step, wall, _n = item
+    def _summary(self, item: Summary) -> None:
         try:
-            values = builder(tag, payload)
+            values = item.builder(item.tag, item.payload)
         except Exception as e:
             self._fail(e)
             return
         if isinstance(values, bytes):
             values = [values]
-        self._pending.setdefault(run, []).append(
-            _proto.event(wall, step, summary=_proto.summary(values)))
+        self._pending.setdefault(item.run, []).append(
+            _proto.event(item.wall, item.step, summary=_proto.summary(values)))
 
     def _write_pending(self) -> None:
         n = self.dropped  # read once: producers may count more meanwhile

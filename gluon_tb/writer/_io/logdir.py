@@ -1,12 +1,32 @@
-"""Run directories (made at once, names that cannot leave the log directory), and payload sizes."""
+"""Log directories: a local path or a URL, made at once, and run names that stay inside them."""
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
-import numpy as np
-
 from .._common.checks import describe
+
+URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")  # group 1: the protocol
+
+
+def is_remote(logdir: str) -> bool:
+    """True for a URL other than ``file://`` (those are local paths)."""
+    m = URL.match(logdir)
+    return m is not None and m.group(1).lower() != "file"
+
+
+def check_logdir(logdir: str) -> str:
+    """Reject a URL that lost a slash (``Path("s3://b/run")`` gives ``s3:/b/run``)."""
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.\-]+:/(?!/)", logdir):
+        raise ValueError(f"logdir looks like a URL with one slash, got {logdir!r}; "
+                         "pass URLs as a str, like 's3://bucket/run'")
+    return logdir
+
+
+def local_path(logdir: str) -> str:
+    """``logdir`` without a leading ``file://``."""
+    return logdir[len("file://"):] if logdir[:7].lower() == "file://" else logdir
 
 
 def make_logdir(path: str) -> bool:
@@ -34,27 +54,3 @@ def check_run_name(name: Any, arg: str) -> str:
         raise ValueError(f"{arg} must be a relative name without '..', empty parts or a "
                          f"leading '/', got {name!r}")
     return name
-
-
-def payload_nbytes(payload: Any, _depth: int = 0) -> int:
-    """Bytes of the arrays a captured payload holds (an estimate for the queue bound)."""
-    if payload is None or _depth > 3:
-        return 0
-    nbytes = getattr(payload, "nbytes", None)
-    if isinstance(nbytes, int):
-        return nbytes
-    if isinstance(payload, np.ndarray):
-        return payload.nbytes
-    shape = getattr(payload, "shape", None)
-    if shape is not None and hasattr(payload, "dtype") and hasattr(payload, "asnumpy"):
-        return int(np.prod(shape)) * np.dtype(payload.dtype).itemsize
-    if isinstance(payload, (bytes, str)):
-        return len(payload)
-    if isinstance(payload, (list, tuple)):
-        return sum(payload_nbytes(p, _depth + 1) for p in payload) + 64
-    if isinstance(payload, dict):
-        return sum(payload_nbytes(p, _depth + 1) for p in payload.values()) + 64
-    d = getattr(payload, "__dict__", None)
-    if d is not None:
-        return sum(payload_nbytes(p, _depth + 1) for p in d.values()) + 64
-    return 64

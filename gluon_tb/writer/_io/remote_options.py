@@ -1,0 +1,88 @@
+"""How a remote log directory is written (:class:`RemoteOptions`), and ``SummaryWriter``'s
+``storage_options``/``remote`` arguments checked against its ``logdir``.
+
+The defaults can come from the environment (``$GLUON_TB_PART_BYTES``,
+``$GLUON_TB_PART_SECS``), read when the options are made; ``remote.py`` says what
+a part is and why the log directory is written in parts.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping, Optional
+
+from .._common.checks import describe
+from .logdir import is_remote
+
+
+def _env_number(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if not raw:
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise ValueError(f"environment variable {name} must be a number, got {raw!r}") from None
+
+
+@dataclass(frozen=True)
+class RemoteOptions:
+    """How a remote log directory is written.
+
+    Args:
+        part_bytes: upload a part once this many bytes are buffered
+            (default 16 MiB, or ``$GLUON_TB_PART_BYTES``).
+        part_secs: upload a part once its oldest record is this old
+            (default 30 s, or ``$GLUON_TB_PART_SECS``).
+        max_buffer_bytes: most bytes kept in memory per run while the store
+            fails; past it they are dropped (default ``4 * part_bytes``).
+        retries: attempts per upload before the error is reported.
+        retry_wait: seconds before the second attempt, doubled after each.
+        storage_options: keyword arguments of the fsspec file system
+            (``{"endpoint_url": ..., "key": ..., "secret": ...}`` for s3fs).
+    """
+
+    part_bytes: int = 0
+    part_secs: float = 0.0
+    max_buffer_bytes: int = 0
+    retries: int = 3
+    retry_wait: float = 0.5
+    storage_options: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        put = object.__setattr__
+        if not self.part_bytes:
+            put(self, "part_bytes", int(_env_number("GLUON_TB_PART_BYTES", 16 << 20)))
+        if not self.part_secs:
+            put(self, "part_secs", _env_number("GLUON_TB_PART_SECS", 30.0))
+        if not self.max_buffer_bytes:
+            put(self, "max_buffer_bytes", 4 * self.part_bytes)
+        for name in ("part_bytes", "max_buffer_bytes", "retries"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be a positive int, got {v!r}")
+        for name in ("part_secs", "retry_wait"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0:
+                raise ValueError(f"{name} must be a non-negative number, got {v!r}")
+        if self.max_buffer_bytes < self.part_bytes:
+            raise ValueError(f"max_buffer_bytes must be >= part_bytes ({self.part_bytes}), "
+                             f"got {self.max_buffer_bytes}")
+        if not isinstance(self.storage_options, Mapping):
+            raise TypeError(f"storage_options must be a dict, got {type(self.storage_options).__name__}")
+
+
+def remote_options(logdir: str, storage_options: Any, remote: Any) -> Optional[RemoteOptions]:
+    """Check ``storage_options``/``remote``; the RemoteOptions for a URL logdir, else None."""
+    if storage_options is not None and not isinstance(storage_options, Mapping):
+        raise TypeError(f"storage_options must be a dict of fsspec options, got {describe(storage_options)}")
+    if remote is not None and not isinstance(remote, RemoteOptions):
+        raise TypeError(f"remote must be a RemoteOptions, got {describe(remote)}")
+    if not is_remote(logdir):
+        if storage_options or remote is not None:
+            raise ValueError(f"storage_options and remote apply to a URL logdir (s3://...), "
+                             f"got the local path {logdir!r}")
+        return None
+    if storage_options:
+        remote = replace(remote or RemoteOptions(), storage_options=dict(storage_options))
+    return remote
