@@ -1,0 +1,288 @@
+"""What every ``SummaryWriter`` call shares: its construction, the scalar path, the
+queue, and its lifetime (flush, close, reopen, process exit and fork).
+
+The summary types other than scalars are ``SummaryWriter``'s own methods
+(``_summary_writer.py``); each checks its arguments, captures its payload and
+queues it with :meth:`WriterBase._queue`. ``add_scalar`` is the hot path: it makes
+no Python call of its own for a float with an int step (each one costs as much as
+queueing the scalar), and queues a plain tuple (``_io/items.py``).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import Any, List, Mapping, Optional, TypeVar, Union
+
+from ._common.checks import MAX_TAG_LEN, check_step, check_tag, check_walltime, describe
+from ._format import proto as _proto
+from ._io import lifecycle as _lifecycle
+from ._io.items import Action, Summary, payload_nbytes
+from ._io.logdir import check_run_name, make_logdir
+from ._io.pipeline import DEFAULT_MAX_QUEUE_BYTES, DEFAULT_WORKER_NICE, Pipeline, WriterClosedError
+from ._io.remote_options import remote_options
+from ._summaries.copy_buffers import BufferPool
+from ._summaries.scalar import mean_of, scalar_value
+from ._writer_args import check_writer_args
+
+_time = time.time
+_log = logging.getLogger("gluon_tb")
+_W = TypeVar("_W", bound="WriterBase")
+
+
+class WriterBase:
+    """The part of :class:`~gluon_tb.writer.SummaryWriter` that every ``add_*`` call
+    shares, and its scalars (see the module docstring)."""
+
+    def __init__(self, logdir: Union[str, "os.PathLike[str]"], max_queue: int = 1024,
+                 flush_secs: float = 2.0, filename_suffix: Optional[str] = None,
+                 verbose: bool = False, *, max_queue_bytes: int = DEFAULT_MAX_QUEUE_BYTES,
+                 on_full: str = "block", purge_step: Optional[int] = None,
+                 storage_options: Optional[Mapping[str, Any]] = None,
+                 remote: Optional[Any] = None,
+                 worker_nice: Optional[int] = DEFAULT_WORKER_NICE) -> None:
+        logdir = check_writer_args(logdir, max_queue, flush_secs, filename_suffix, max_queue_bytes,
+                                   on_full, worker_nice)
+        purge_step = check_step(purge_step, "purge_step")
+        remote = remote_options(logdir, storage_options, remote)
+        self._logdir = logdir
+        self._verbose = verbose
+        self._p = Pipeline(logdir, flush_secs=float(flush_secs), filename_suffix=filename_suffix or "",
+                           max_queue_bytes=max_queue_bytes, wake_items=max_queue, on_full=on_full,
+                           remote=remote, nice=worker_nice)
+        self._pool = BufferPool(max_queue_bytes)  # histogram copies, reused once written
+        self._closed = False
+        self._close_lock = threading.Lock()
+        self._projector: List[Any] = []  # embeddings of this run, touched by the worker only
+        if not self._p.is_remote:
+            make_logdir(self._p.logdir)
+        _lifecycle.register(self, remote=self._p.is_remote)
+        if purge_step is not None:
+            # TensorBoard purges at a SessionLog.START only when it has seen an earlier START
+            # in the run; earlier writers (ours, mxboard's, tensorboardX's) usually wrote none,
+            # so two are written: the first makes sure the second counts as a restart.
+            ev = _proto.event(_time(), purge_step, session_log=_proto.session_log(_proto.SESSION_START))
+
+            def purge(sink: Any) -> None:
+                sink.write_event(ev)
+                sink.write_event(ev)
+
+            self._p.put(Action(purge, 0))
+
+    # ------------------------------------------------------------ basics
+    @property
+    def logdir(self) -> str:
+        """The run directory this writer writes to."""
+        return self._logdir
+
+    def get_logdir(self) -> str:
+        """The run directory (mxboard's name for :attr:`logdir`)."""
+        return self._logdir
+
+    def __enter__(self: _W) -> _W:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _check(self) -> None:
+        if self._closed:
+            raise WriterClosedError("SummaryWriter is already closed")
+        err = self._p.take_error()
+        if err is not None:
+            raise err
+
+    def _step(self, global_step: Any) -> int:
+        if global_step is None:
+            return 0
+        if type(global_step) is int and global_step >= 0:
+            return global_step
+        return check_step(global_step)  # type: ignore[return-value]
+
+    def _queue(self, tag: str, builder: Any, payload: Any, global_step: Any, walltime: Any,
+               run: Optional[str] = None) -> None:
+        step = self._step(global_step)
+        wall = _time() if walltime is None else check_walltime(walltime)
+        self._p.put(Summary(run, tag, builder, payload, step, wall, payload_nbytes(payload)))
+
+    # ------------------------------------------------------------ scalars
+    def add_scalar(self, tag: str, value: Any, global_step: Optional[int] = None,
+                   walltime: Optional[float] = None) -> None:
+        """Log one number; or, mxboard-style, a ``(name, value)`` pair or ``{name: value}``
+        dict drawn as several curves of one chart (run ``<logdir>/<tag>/<name>`` each).
+
+        ``value`` may be a Python or numpy number, a bool (logged as 0/1), or a
+        one-element numpy array or MXNet NDArray (read on the writer thread, so
+        the training thread never waits for MXNet's engine). NaN and ±Inf are
+        logged as they are.
+        """
+        if self._closed or self._p.error is not None:
+            self._check()
+        if type(tag) is not str or not tag or len(tag) > MAX_TAG_LEN:
+            tag = check_tag(tag)
+        t = type(value)
+        if t is not float:
+            if t is int:
+                value = float(value)
+            elif t is dict or t is tuple or t is list:
+                return self._named_scalars(tag, value, global_step, walltime)
+            else:
+                value = scalar_value(value)
+        if global_step is None:
+            step = 0
+        elif type(global_step) is int and global_step >= 0:
+            step = global_step
+        else:
+            step = check_step(global_step)
+        wall = _time() if walltime is None else check_walltime(walltime)
+        self._p.put_scalar((None, tag, value, step, wall))  # a scalar item (_io/items.py)
+
+    def _named_scalars(self, tag: str, value: Any, global_step: Any, walltime: Any) -> None:
+        if isinstance(value, (tuple, list)):
+            if len(value) != 2:
+                raise ValueError("value must be a number, a (name, value) pair or a {name: value} "
+                                 f"dict, got a {type(value).__name__} of {len(value)} elements")
+            value = {value[0]: value[1]}
+        for name, v in value.items():
+            self._scalar_in_run(check_run_name(tag, "tag") + "/" + check_run_name(name, "value name"),
+                                tag, v, global_step, walltime)
+
+    def add_scalars(self, main_tag: str, tag_scalar_dict: Mapping[str, Any],
+                    global_step: Optional[int] = None, walltime: Optional[float] = None) -> None:
+        """Several curves in one chart (tensorboardX layout): ``tag_scalar_dict[name]``
+        goes to run ``<logdir>/<main_tag>_<name>`` under the tag ``main_tag``."""
+        self._check()
+        main_tag = check_tag(main_tag, "main_tag")
+        if not isinstance(tag_scalar_dict, Mapping) or not tag_scalar_dict:
+            raise TypeError(f"tag_scalar_dict must be a non-empty dict of name -> number, "
+                            f"got {describe(tag_scalar_dict)}")
+        wall = _time() if walltime is None else check_walltime(walltime)
+        base = main_tag.replace("/", "_")
+        for name, v in tag_scalar_dict.items():
+            run = check_run_name(base + "_" + check_run_name(name, "tag_scalar_dict key"), "main_tag")
+            self._scalar_in_run(run, main_tag, v, global_step, wall)
+
+    def _scalar_in_run(self, run: str, tag: str, value: Any, global_step: Any, walltime: Any) -> None:
+        value = float(value) if type(value) in (int, float) else scalar_value(value)
+        self._put_scalar(run, tag, value, global_step, walltime)
+
+    def _put_scalar(self, run: Optional[str], tag: str, value: Any, global_step: Any, walltime: Any) -> None:
+        """Queue a checked value (a float, or what the worker turns into one with ``float()``)."""
+        step = self._step(global_step)
+        wall = _time() if walltime is None else check_walltime(walltime)
+        self._p.put_scalar((run, tag, value, step, wall))
+
+    def add_mean(self, tag: str, values: Any, global_step: Optional[int] = None,
+                 walltime: Optional[float] = None, *, copy: bool = True) -> None:
+        """Log the mean of every element of ``values`` as one scalar.
+
+        ``values`` is an array (numpy or MXNet NDArray) or a list of them, for
+        instance the per-sample losses of a batch on each device; the mean is over
+        all their elements together. For NDArrays the per-array means are queued
+        on MXNet's engine and read on the writer thread, so this costs the training
+        thread one asynchronous MXNet operation per array and no wait (``add_scalar``
+        of ``loss.mean()`` costs two: the mean and the copy it must take).
+
+        ``copy=False`` costs it none: NDArrays of up to 65,536 elements are neither
+        reduced nor copied but read on the writer thread. Only for arrays that
+        nothing writes to afterwards, such as the outputs of a forward pass (the
+        handlers pass their batch losses so); larger ones are reduced as with ``True``.
+
+        Example::
+
+            with autograd.record():
+                loss = loss_fn(net(x), y)
+            sw.add_mean("batch_loss", loss, global_step=i)
+        """
+        self._check()
+        tag = check_tag(tag)
+        if not isinstance(copy, bool):
+            raise TypeError(f"copy must be a bool, got {describe(copy)}")
+        self._put_scalar(None, tag, mean_of(values, copy), global_step, walltime)
+
+    # ------------------------------------------------------------ mxboard extras
+    def export_scalars(self, path: str) -> None:
+        """Write every scalar this writer logged so far to a JSON file
+        ``{key: [[wall_time, step, value], ...]}`` with mxboard's keys:
+        ``<logdir>/<tag>`` for ``add_scalar(tag, number)``, ``<logdir>/<tag>/<name>``
+        for each curve of ``add_scalar(tag, (name, value))`` or ``{name: value}``
+        (``<logdir>`` as :meth:`get_logdir` returns it; ``add_scalars`` curves:
+        ``<logdir>/<main_tag>_<name>``). A step not given is 0 (mxboard wrote ``null``).
+        Read back from the event files, so keeping it costs no memory."""
+        from ._io.readback import export_scalars
+
+        self.flush()
+        export_scalars(self._logdir, self._p.event_paths(), path)
+
+    def clear_scalar_dict(self) -> None:
+        """Kept for mxboard compatibility: nothing is held in memory to clear."""
+
+    # ------------------------------------------------------------ lifetime
+    def flush(self, fsync: bool = False) -> None:
+        """Return once everything passed before is written to the OS (and, with
+        ``fsync=True``, on stable storage); raise what the writer thread met.
+        Raises :class:`WriterClosedError` if the writer is (or gets) closed first."""
+        self._check()
+        p = self._p
+        ok = p.flush(fsync=fsync)
+        err = p.take_error()
+        if err is not None:
+            raise err
+        if not ok:
+            if p.closed:
+                raise WriterClosedError("SummaryWriter was closed while flush() waited")
+            raise RuntimeError("gluon_tb writer thread is not running")
+
+    def close(self) -> None:
+        """Write everything still queued and close the files. Idempotent; a second
+        ``close()`` on another thread returns once the first has finished."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+            p = self._p
+            p.close()
+            self._pool.clear()
+        err = p.take_error()
+        if err is not None:
+            raise err
+
+    def reopen(self) -> None:
+        """Start writing again after :meth:`close` (into new event files)."""
+        with self._close_lock:
+            if not self._closed:
+                return
+            self._p = self._p.reopened()
+            self._closed = False
+
+    def _close_at_exit(self) -> None:
+        # no _close_lock: a SIGTERM handler may run on a thread inside close(); the
+        # pipeline's close() is safe twice (the second waits for the first)
+        self._closed = True
+        p = self._p
+        if not p.close(timeout=30.0):
+            _log.warning("gluon_tb: %s was not finished writing within 30 s at exit", self._logdir)
+        err = p.take_error()
+        if err is not None:  # nobody is left to raise it to
+            _log.warning("gluon_tb: could not write %s at exit: %s", self._logdir, err)
+
+    def _flush_before_shutdown(self) -> None:
+        # the main thread ended: upload what a remote log directory holds while Python's
+        # thread pools still take work; atexit closes the writer later (_io/lifecycle.py)
+        p = self._p
+        if p.is_remote and p.running:
+            p.flush(timeout=30.0)
+            if p.error is not None:
+                _log.warning("gluon_tb: could not write %s at exit: %s", p.logdir, p.error)
+
+    def _after_fork(self) -> None:
+        self._p.after_fork_in_child()
+        self._close_lock = threading.Lock()  # a parent's thread may have held these at fork()
+        self._pool = BufferPool(self._pool.max_bytes)
+
+    def __del__(self) -> None:  # best effort: a forgotten writer still writes what it has
+        try:
+            self._close_at_exit()
+        except Exception:
+            pass
