@@ -11,12 +11,11 @@ works without it.
 """
 from typing import Any
 
-from .writer import SummaryWriter, WriterClosedError
-from .writer._summaries.grid import make_image_grid
+from .writer import RemoteOptions, RemoteWriteError, SummaryWriter, WriterClosedError, make_image_grid
 
 __version__ = "0.1.0"
 
-_HANDLERS = ("TensorBoardHandler", "TensorBoardCallback", "WordVectors")
+_HANDLERS = ("TensorBoardHandler", "TensorBoardCallback", "WordVectors", "Embeddings", "GradHealth")
 
 __all__ = [
     "SummaryWriter",
@@ -25,6 +24,10 @@ __all__ = [
     "TensorBoardHandler",
     "TensorBoardCallback",
     "WordVectors",
+    "Embeddings",
+    "GradHealth",
+    "RemoteOptions",
+    "RemoteWriteError",
     "__version__",
 ]
 

@@ -135,3 +135,34 @@ def test_the_rule_catches_a_wrong_import():
     allowed = ALLOWED[layer_of(module)]
     assert [t for _, t, _ in found[1:3] if not any(t.startswith(a + ".") for a in allowed)] == \
         [f"{W}._summaries.histogram", f"{W}._summary_writer"]
+
+
+@pytest.mark.parametrize("name", ["gluon_tb", "gluon_tb.writer", "gluon_tb.handlers"])
+def test_public_names_are_exported_and_documented(name):
+    """``__all__`` is exactly the public names of each public package (httpx's rule), each one
+    importable and documented; a user never needs a private module."""
+    import importlib
+    import types
+
+    mod = importlib.import_module(name)
+    public = sorted(n for n, v in vars(mod).items()
+                    if not n.startswith("_") and not isinstance(v, types.ModuleType)
+                    and str(getattr(v, "__module__", "gluon_tb")).startswith("gluon_tb"))
+    lazy = [n for n in mod.__all__ if n not in vars(mod)]  # gluon_tb's handlers: imported on first use
+    assert sorted(set(mod.__all__) - set(lazy) - {"__version__"}) == public
+    for n in mod.__all__:
+        obj = getattr(mod, n)
+        if callable(obj):
+            assert (obj.__doc__ or "").strip(), f"{name}.{n} has no docstring"
+
+
+def test_remote_options_in_the_writer_signature_are_public():
+    import inspect
+
+    import gluon_tb
+    from gluon_tb.writer import RemoteOptions, RemoteWriteError, SummaryWriter
+
+    assert gluon_tb.RemoteOptions is RemoteOptions and gluon_tb.RemoteWriteError is RemoteWriteError
+    assert issubclass(RemoteWriteError, OSError)
+    assert "remote" in inspect.signature(SummaryWriter).parameters
+    assert "gluon_tb.writer.RemoteOptions" in SummaryWriter.__doc__

@@ -21,8 +21,7 @@ from gluon_tb.writer._format import proto as _proto  # noqa: E402
 from gluon_tb.writer._format.record import frame  # noqa: E402
 from gluon_tb.writer._io import remote as _remote  # noqa: E402
 from gluon_tb.writer._io.event_file import FILE_VERSION  # noqa: E402
-from gluon_tb.writer._io.remote import RemoteWriteError  # noqa: E402
-from gluon_tb.writer._io.remote_options import RemoteOptions  # noqa: E402
+from gluon_tb.writer import RemoteOptions, RemoteWriteError  # noqa: E402
 from gluon_tb.writer._io.sink import Sink  # noqa: E402
 
 HEADER = len(frame(_proto.event(time.time(), 0, file_version=FILE_VERSION)))
