@@ -212,10 +212,12 @@ def test_with_the_experiment_in_every_run_one_runs_names_are_the_columns(tmp_pat
 
 
 def test_without_experiment_tensorboard_derives_the_columns(tmp_path):
-    readback.write_values(str(tmp_path), [(0, build_hparams({"a": 1, "b": "x"}, {"m": 3.0},
-                                                            experiment=False))], run="r1")
-    readback.write_values(str(tmp_path), [(0, build_hparams({"a": 2, "c": True}, {"m": 4.0},
-                                                            experiment=False))], run="r2")
+    with SummaryWriter(str(tmp_path / "r1")) as w:
+        w.add_hparams({"a": 1, "b": "x"}, {"m": 3.0}, experiment=False)
+    with SummaryWriter(str(tmp_path / "r2")) as w:
+        w.add_hparams({"a": 2, "c": True}, {"m": 4.0}, experiment=False)
+    with pytest.raises(TypeError, match="experiment must be a bool, got str 'no'"):
+        SummaryWriter(str(tmp_path / "r3")).add_hparams({"a": 1}, {"m": 1.0}, experiment="no")
     exp, groups = hparams_backend(tmp_path)
     assert {h.name for h in exp.hparam_infos} == {"a", "b", "c"}
     assert {m.name.tag for m in exp.metric_infos} == {"m"}

@@ -235,13 +235,27 @@ class SummaryWriter(WriterBase):
 
     def add_hparams(self, hparam_dict: Mapping[str, Any], metric_dict: Mapping[str, Number],
                     global_step: Optional[int] = None,
-                    hparam_domain_discrete: Optional[Mapping[str, Iterable[Any]]] = None) -> None:
+                    hparam_domain_discrete: Optional[Mapping[str, Iterable[Any]]] = None, *,
+                    experiment: bool = True) -> None:
         """Hyperparameters and their final metrics, in this same run (HParams dashboard).
-        The metrics are also logged as scalars under their own tags."""
+        The metrics are also logged as scalars under their own tags.
+
+        ``experiment``: also write the dashboard's columns (the hparam names and metric tags)
+        with this run. TensorBoard takes the columns from one run only; when the runs of one
+        log directory log different hparam names, pass ``experiment=False`` in all of them and
+        it takes the columns from every run's values.
+
+        Example::
+
+            sw.add_hparams({"lr": 0.1, "optimizer": "sgd"}, {"epoch_accuracy": 0.93})
+        """
         from ._summaries.hparams import build_hparams_payload, capture_hparams
 
         self._check()
-        payload = capture_hparams(hparam_dict, metric_dict, hparam_domain_discrete=hparam_domain_discrete)
+        if not isinstance(experiment, bool):
+            raise TypeError(f"experiment must be a bool, got {type(experiment).__name__} {experiment!r}")
+        payload = capture_hparams(hparam_dict, metric_dict, hparam_domain_discrete=hparam_domain_discrete,
+                                  experiment=experiment)
         self._queue("_hparams_", build_hparams_payload, payload, global_step, None)
 
     def add_custom_scalars(self, layout: Mapping[str, Mapping[str, Any]]) -> None:

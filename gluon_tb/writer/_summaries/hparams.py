@@ -21,9 +21,9 @@ Experiment summary and several runs: TensorBoard uses the experiment summary of
 *one* run (whichever it meets first) for the whole log directory. Runs that log
 the same hparam names and metric tags (the usual sweep) are shown correctly; of
 runs with different names, only that one run's names become columns.
-``add_hparams`` always writes the experiment summary; a payload captured with
-``experiment=False`` leaves it out, and TensorBoard then derives the columns
-from every run's values (``tests/test_hparams_custom_scalars.py`` shows both).
+``add_hparams`` writes the experiment summary unless given ``experiment=False``;
+without it in any run, TensorBoard derives the columns from every run's values
+(``tests/test_hparams_custom_scalars.py`` shows both).
 """
 from __future__ import annotations
 
