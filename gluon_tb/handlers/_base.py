@@ -20,7 +20,7 @@ from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping,
                     TypeVar, Union)
 
 from ..writer import SummaryWriter
-from ..writer._common.checks import describe, is_int, is_real
+from ..writer._common.checks import describe, is_python_int, is_python_number
 from ._hooks import FitScope, Wrap, wrap  # noqa: F401 - re-exported for the adapters
 
 TRAIN = "train"
@@ -32,24 +32,12 @@ logger = logging.getLogger("gluon_tb.handlers")
 ParamFilter = Union[None, str, Callable[[str], bool]]
 R = TypeVar("R")
 if TYPE_CHECKING:  # typing has these from Python 3.10; annotations here are never evaluated
-    from typing import Concatenate, ParamSpec, TypeGuard
+    from typing import Concatenate, ParamSpec
 
     P = ParamSpec("P")
 
 
 # ---------------------------------------------------------------- argument checks
-def is_python_int(value: Any) -> TypeGuard[int]:
-    """An int that is not a bool (:func:`is_int`) and a Python ``int``: the handlers' int
-    arguments refuse numpy integers, which the writer's arguments take."""
-    return is_int(value) and isinstance(value, int)
-
-
-def is_python_number(value: Any) -> TypeGuard[Union[int, float]]:
-    """A real number that is not a bool (:func:`is_real`) and a Python ``int`` or ``float``
-    (``numpy.float64`` is one; other numpy scalars are not)."""
-    return is_real(value) and isinstance(value, (int, float))
-
-
 def check_logdir(logdir: Any) -> str:
     if not isinstance(logdir, (str, os.PathLike)):
         raise TypeError(f"logdir must be a str or os.PathLike, got {describe(logdir)}")

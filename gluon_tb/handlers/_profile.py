@@ -25,9 +25,9 @@ import shutil
 import tempfile
 from typing import Any, List, Optional, Tuple
 
-from ..writer._common.checks import describe
+from ..writer._common.checks import describe, is_python_int
 from ..writer import SummaryWriter
-from ._base import TRAIN, RunWriters, is_python_int
+from ._base import TRAIN, RunWriters
 
 TEXT_TAG = "profile/operator_stats"
 # MXNet's defaults, but os.devnull for the file: MXNet closes the last (unfinished) dump's JSON

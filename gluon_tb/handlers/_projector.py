@@ -16,10 +16,10 @@ from __future__ import annotations
 import logging
 from typing import Any, List, Optional, Union
 
-from ..writer._common.checks import describe
+from ..writer._common.checks import describe, is_python_int
 from ._probe import LayerProbe, classifier, context_of, find_block
 from ..writer import SummaryWriter
-from ._base import TRAIN, RunWriters, check_positive_int, is_python_int, wrap
+from ._base import TRAIN, RunWriters, check_positive_int, wrap
 from ._inputs import for_display
 from ._schedule import every_epochs
 

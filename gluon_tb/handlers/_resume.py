@@ -31,7 +31,8 @@ from __future__ import annotations
 import logging
 from typing import Any, Mapping, NamedTuple, Optional
 
-from ._base import TRAIN, VALIDATION, is_python_int
+from ..writer._common.checks import is_python_int
+from ._base import TRAIN, VALIDATION
 from ._hooks import FitScope
 
 

@@ -19,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, List, Optional
 
-from ..writer._common.checks import describe
+from ..writer._common.checks import describe, is_python_number
 from ._probe import blocks, match_block
 from ..writer import SummaryWriter
-from ._base import TRAIN, RunWriters, check_option, check_positive_int, is_python_number
+from ._base import TRAIN, RunWriters, check_option, check_positive_int
 from ._schedule import every_epochs
 
 

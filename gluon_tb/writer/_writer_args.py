@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from typing import Any, Optional
 
-from ._common.checks import describe
+from ._common.checks import describe, is_python_int, is_python_number
 from ._io.logdir import check_logdir
 
 
@@ -21,15 +21,15 @@ def check_writer_args(logdir: Any, max_queue: Any, flush_secs: Any, filename_suf
     if not logdir:
         raise ValueError("logdir must be a non-empty path, got ''")
     logdir = check_logdir(logdir)  # a URL is opened by the Pipeline
-    if isinstance(max_queue, bool) or not isinstance(max_queue, int) or max_queue < 1:
+    if not is_python_int(max_queue) or max_queue < 1:
         raise ValueError(f"max_queue must be a positive int, got {describe(max_queue)}")
-    if isinstance(flush_secs, bool) or not isinstance(flush_secs, (int, float)) or not flush_secs > 0:
+    if not is_python_number(flush_secs) or not flush_secs > 0:
         raise ValueError(f"flush_secs must be a positive number, got {describe(flush_secs)}")
     if filename_suffix is not None and not isinstance(filename_suffix, str):
         raise TypeError(f"filename_suffix must be a str, got {describe(filename_suffix)}")
     if filename_suffix and (os.sep in filename_suffix or "/" in filename_suffix):
         raise ValueError(f"filename_suffix must not contain a path separator, got {filename_suffix!r}")
-    if isinstance(max_queue_bytes, bool) or not isinstance(max_queue_bytes, int) or max_queue_bytes < 1024:
+    if not is_python_int(max_queue_bytes) or max_queue_bytes < 1024:
         raise ValueError(f"max_queue_bytes must be an int >= 1024, got {describe(max_queue_bytes)}")
     if on_full not in ("block", "drop"):
         raise ValueError(f"on_full must be 'block' or 'drop', got {on_full!r}")
@@ -38,6 +38,6 @@ def check_writer_args(logdir: Any, max_queue: Any, flush_secs: Any, filename_suf
 
 
 def check_nice(worker_nice: Optional[int]) -> None:
-    if worker_nice is not None and (isinstance(worker_nice, bool) or not isinstance(worker_nice, int)
+    if worker_nice is not None and (not is_python_int(worker_nice)
                                     or not 0 <= worker_nice <= 19):
         raise ValueError(f"worker_nice must be None or an int from 0 to 19, got {describe(worker_nice)}")

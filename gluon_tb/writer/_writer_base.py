@@ -21,7 +21,7 @@ from ._io import lifecycle as _lifecycle
 from ._io.items import Action, Summary, payload_nbytes
 from ._io.logdir import check_run_name, make_logdir
 from ._io.pipeline import DEFAULT_MAX_QUEUE_BYTES, DEFAULT_WORKER_NICE, Pipeline, WriterClosedError
-from ._io.remote_options import remote_options
+from ._io.remote_options import RemoteOptions, remote_options
 from ._summaries.copy_buffers import BufferPool
 from ._summaries.scalar import mean_of, scalar_value
 from ._writer_args import check_writer_args
@@ -40,7 +40,7 @@ class WriterBase:
                  verbose: bool = False, *, max_queue_bytes: int = DEFAULT_MAX_QUEUE_BYTES,
                  on_full: str = "block", purge_step: Optional[int] = None,
                  storage_options: Optional[Mapping[str, Any]] = None,
-                 remote: Optional[Any] = None,
+                 remote: Optional[RemoteOptions] = None,
                  worker_nice: Optional[int] = DEFAULT_WORKER_NICE) -> None:
         logdir = check_writer_args(logdir, max_queue, flush_secs, filename_suffix, max_queue_bytes,
                                    on_full, worker_nice)

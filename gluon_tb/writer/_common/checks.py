@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import numbers
 import warnings
-from typing import Any, Optional
+from typing import Any, Optional, TypeGuard, Union
 
 import numpy as np
 
@@ -32,6 +32,18 @@ def is_int(x: Any) -> bool:
 def is_real(x: Any) -> bool:
     """A real number (int, float, numpy scalar) that is not a bool."""
     return isinstance(x, numbers.Real) and not isinstance(x, bool)
+
+
+def is_python_int(value: Any) -> TypeGuard[int]:
+    """An int that is not a bool (:func:`is_int`) and a Python ``int``: for arguments (queue sizes,
+    periods) that refuse numpy integers, where the summary arguments take them."""
+    return is_int(value) and isinstance(value, int)
+
+
+def is_python_number(value: Any) -> TypeGuard[Union[int, float]]:
+    """A real number that is not a bool (:func:`is_real`) and a Python ``int`` or ``float``
+    (``numpy.float64`` is one; other numpy scalars are not)."""
+    return is_real(value) and isinstance(value, (int, float))
 
 
 def check_tag(tag: Any, name: str = "tag") -> str:

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Optional
 
-from .._common.checks import describe
+from .._common.checks import describe, is_python_int, is_python_number
 from .logdir import is_remote
 
 
@@ -59,11 +59,11 @@ class RemoteOptions:
             put(self, "max_buffer_bytes", 4 * self.part_bytes)
         for name in ("part_bytes", "max_buffer_bytes", "retries"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            if not is_python_int(v) or v < 1:
                 raise ValueError(f"{name} must be a positive int, got {v!r}")
         for name in ("part_secs", "retry_wait"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0:
+            if not is_python_number(v) or not v >= 0:
                 raise ValueError(f"{name} must be a non-negative number, got {v!r}")
         if self.max_buffer_bytes < self.part_bytes:
             raise ValueError(f"max_buffer_bytes must be >= part_bytes ({self.part_bytes}), "
