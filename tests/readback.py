@@ -122,3 +122,15 @@ def write_values(logdir: str, values, run: str = ".") -> str:
     with open(path, "wb") as f:
         f.write(frame_many(records))
     return path
+
+
+def summary_values(logdir: str, run: str = ".") -> list:
+    """``[(step, Summary.Value), ...]`` of every event file directly in ``logdir/run``, in file order.
+
+    The values as written (TensorBoard's protobuf, before its loader migrates legacy
+    fields to tensors): for the fields the loader drops (an image's colorspace, an
+    audio clip's sample rate, a histogram's sums) and the order of values in an event.
+    """
+    d = os.path.join(str(logdir), run)
+    paths = sorted(os.path.join(d, f) for f in os.listdir(d) if ".tfevents." in f)
+    return [(e.step, v) for p in paths for e in raw_events(p) for v in e.summary.value]

@@ -1,4 +1,5 @@
-"""Audio (WAV), video (GIF) and text summaries, read back through TensorBoard."""
+"""Audio (WAV), video (GIF) and text summaries: SummaryWriter.add_audio/add_video/add_text,
+read back through TensorBoard."""
 from __future__ import annotations
 
 import io
@@ -9,16 +10,15 @@ import pytest
 from PIL import Image, ImageSequence
 
 import readback
-from gluon_tb.writer._summaries.audio import build_audio, capture_audio
-from gluon_tb.writer._summaries.pixels import tile_images
-from gluon_tb.writer._summaries.text import MAX_TEXT_BYTES, build_text, capture_text
-from gluon_tb.writer._summaries.video import build_video, capture_video
+from gluon_tb import SummaryWriter
+from gluon_tb.writer._summaries.pixels import tile_images  # the expected grid of a batch of clips
+from gluon_tb.writer._summaries.text import MAX_TEXT_BYTES
 
 
-def write_read(tmp_path, value, tag, plugin):
-    readback.write_values(str(tmp_path), [(3, value)])
-    assert readback.plugin_name(str(tmp_path), ".", tag) == plugin
-    [e] = readback.tensor_events(str(tmp_path), ".", tag)
+def read_tensor(logdir, tag, plugin):
+    """The one tensor TensorBoard loads for ``tag``, checked to be ``plugin``'s and at step 3."""
+    assert readback.plugin_name(str(logdir), ".", tag) == plugin
+    [e] = readback.tensor_events(str(logdir), ".", tag)
     assert e.step == 3
     return e.tensor_proto
 
@@ -28,12 +28,18 @@ def pcm(x):
 
 
 # ---------------------------------------------------------------- audio
-def read_wav(tmp_path, payload):
-    t = write_read(tmp_path, build_audio("snd", payload), "snd", "audio")
+def wav_of(logdir):
+    t = read_tensor(logdir, "snd", "audio")
     wav = t.string_val[0]  # TensorBoard's loader keeps [wav] (labels dropped)
     with wave.open(io.BytesIO(wav)) as w:
         frames = np.frombuffer(w.readframes(w.getnframes()), "<i2").reshape(-1, w.getnchannels())
         return w.getframerate(), w.getsampwidth(), frames
+
+
+def read_wav(tmp_path, x, **kwargs):
+    with SummaryWriter(str(tmp_path)) as w:
+        w.add_audio("snd", x, global_step=3, **kwargs)
+    return wav_of(tmp_path)
 
 
 @pytest.mark.parametrize("shape,transpose", [
@@ -42,7 +48,7 @@ def read_wav(tmp_path, payload):
 ])
 def test_audio_roundtrip(tmp_path, shape, transpose):
     x = np.random.default_rng(0).uniform(-1, 1, shape).astype(np.float32)
-    rate, width, frames = read_wav(tmp_path, capture_audio(x, sample_rate=8000))
+    rate, width, frames = read_wav(tmp_path, x, sample_rate=8000)
     assert (rate, width) == (8000, 2)
     want = x.T if transpose else x.reshape(x.shape[0], -1)
     np.testing.assert_array_equal(frames, pcm(want))
@@ -50,10 +56,11 @@ def test_audio_roundtrip(tmp_path, shape, transpose):
 
 def test_audio_fields_and_copy(tmp_path):
     x = np.zeros((50, 2))
-    p = capture_audio(x, sample_rate=22050.0)
-    x[:] = 1
-    readback.write_values(str(tmp_path), [(0, build_audio("snd", p))])
-    a = readback.raw_events(readback.event_files(str(tmp_path))[0])[1].summary.value[0].audio
+    with SummaryWriter(str(tmp_path)) as w:
+        w.add_audio("snd", x, sample_rate=22050.0)
+        x[:] = 1
+    [(_, v)] = readback.summary_values(str(tmp_path))  # as written: the loader drops these fields
+    a = v.audio
     assert (a.sample_rate, a.num_channels, a.length_frames, a.content_type) == (22050, 2, 50, "audio/wav")
     assert not np.frombuffer(a.encoded_audio_string[44:], "<i2").any()
 
@@ -61,9 +68,10 @@ def test_audio_fields_and_copy(tmp_path):
 def test_audio_ndarray(tmp_path):
     mx = pytest.importorskip("mxnet")
     x = mx.nd.array(np.linspace(-2, 2, 64))
-    p = capture_audio(x)
-    x[:] = 0
-    _, _, frames = read_wav(tmp_path, p)
+    with SummaryWriter(str(tmp_path)) as w:
+        w.add_audio("snd", x, global_step=3)
+        x[:] = 0
+    _, _, frames = wav_of(tmp_path)
     np.testing.assert_array_equal(frames[:, 0], pcm(np.linspace(-2, 2, 64).astype(np.float32)))
 
 
@@ -87,23 +95,29 @@ AUDIO_CASES = [
 def test_audio_bad_and_odd_inputs(tmp_path, name, x, kwargs, expected):
     if isinstance(expected, tuple):
         exc, words = expected
-        with pytest.raises(exc) as info:
-            capture_audio(x, **kwargs)
+        with SummaryWriter(str(tmp_path)) as w, pytest.raises(exc) as info:
+            w.add_audio("snd", x, **kwargs)
         assert type(info.value) is exc
         for word in words:
             assert word in str(info.value)
     else:
-        _, _, frames = read_wav(tmp_path, capture_audio(x, **kwargs))
+        _, _, frames = read_wav(tmp_path, x, **kwargs)
         np.testing.assert_array_equal(frames[:, 0], expected)
 
 
 # ---------------------------------------------------------------- video
-def read_gif(tmp_path, payload):
-    t = write_read(tmp_path, build_video("vid", payload), "vid", "images")
+def gif_of(logdir):
+    t = read_tensor(logdir, "vid", "images")
     w, h, gif = t.string_val
     img = Image.open(io.BytesIO(gif))
     assert img.format == "GIF" and img.size == (int(w), int(h))
     return img
+
+
+def read_gif(tmp_path, x, **kwargs):
+    with SummaryWriter(str(tmp_path)) as w:
+        w.add_video("vid", x, global_step=3, **kwargs)
+    return gif_of(tmp_path)
 
 
 def gray_clip(t, n=None, h=6, w=5):
@@ -113,7 +127,7 @@ def gray_clip(t, n=None, h=6, w=5):
 
 def test_video_gray_frames_exact(tmp_path):
     x = gray_clip(5)
-    img = read_gif(tmp_path, capture_video(x, fps=10))
+    img = read_gif(tmp_path, x, fps=10)
     frames = [np.asarray(f.convert("L")) for f in ImageSequence.Iterator(img)]
     assert len(frames) == img.n_frames == 5
     for f, want in zip(frames, x[:, 0]):
@@ -123,7 +137,7 @@ def test_video_gray_frames_exact(tmp_path):
 
 def test_video_batch_tiled_per_frame(tmp_path):
     x = gray_clip(3, n=4)
-    img = read_gif(tmp_path, capture_video(x))
+    img = read_gif(tmp_path, x)
     assert img.n_frames == 3
     for t, f in enumerate(ImageSequence.Iterator(img)):
         np.testing.assert_array_equal(np.asarray(f.convert("L")), tile_images(x[:, t])[:, :, 0])
@@ -131,10 +145,10 @@ def test_video_batch_tiled_per_frame(tmp_path):
 
 def test_video_rgb_float_and_rgba(tmp_path):
     x = np.random.default_rng(0).random((4, 3, 8, 8)).astype(np.float32)
-    img = read_gif(tmp_path / "rgb", capture_video(x, fps=2.5))
+    img = read_gif(tmp_path / "rgb", x, fps=2.5)
     assert img.n_frames == 4 and img.size == (8, 8) and img.info["duration"] == 400
     x4 = np.random.default_rng(1).random((2, 3, 4, 8, 8))
-    img = read_gif(tmp_path / "rgba", capture_video(x4))
+    img = read_gif(tmp_path / "rgba", x4)
     assert img.n_frames == 3 and img.size == (2 * (8 + 2) + 2, 8 + 2 + 2)
 
 
@@ -142,9 +156,10 @@ def test_video_copy_and_ndarray(tmp_path):
     mx = pytest.importorskip("mxnet")
     x = gray_clip(2)
     nd = mx.nd.array(x, dtype="uint8")
-    p = capture_video(nd)
-    nd[:] = 0
-    img = read_gif(tmp_path, p)
+    with SummaryWriter(str(tmp_path)) as w:
+        w.add_video("vid", nd, global_step=3)
+        nd[:] = 0
+    img = gif_of(tmp_path)
     np.testing.assert_array_equal(np.asarray(img.convert("L")), x[0, 0])
 
 
@@ -162,9 +177,9 @@ VIDEO_BAD = [
 
 
 @pytest.mark.parametrize("name,x,kwargs,exc,words", VIDEO_BAD, ids=[c[0] for c in VIDEO_BAD])
-def test_video_bad_inputs(name, x, kwargs, exc, words):
-    with pytest.raises(exc) as info:
-        capture_video(x, **kwargs)
+def test_video_bad_inputs(tmp_path, name, x, kwargs, exc, words):
+    with SummaryWriter(str(tmp_path)) as w, pytest.raises(exc) as info:
+        w.add_video("vid", x, **kwargs)
     assert type(info.value) is exc
     for word in words:
         assert word in str(info.value)
@@ -172,7 +187,9 @@ def test_video_bad_inputs(name, x, kwargs, exc, words):
 
 # ---------------------------------------------------------------- text
 def read_text(tmp_path, text):
-    t = write_read(tmp_path, build_text("note", capture_text(text)), "note", "text")
+    with SummaryWriter(str(tmp_path)) as w:
+        w.add_text("note", text, global_step=3)
+    t = read_tensor(tmp_path, "note", "text")
     assert t.dtype == 7 and len(t.tensor_shape.dim) == 0  # DT_STRING scalar, as tf.summary.text
     [s] = t.string_val
     return s.decode("utf-8")
@@ -188,7 +205,8 @@ def test_text_renders_as_markdown(tmp_path):
     from tensorboard.plugins.text import text_plugin
     from tensorboard.util import tensor_util
 
-    readback.write_values(str(tmp_path), [(0, build_text("note", capture_text("**hi**")))])
+    with SummaryWriter(str(tmp_path)) as w:
+        w.add_text("note", "**hi**")
     [e] = readback.tensor_events(str(tmp_path), ".", "note")
     html = text_plugin.text_array_to_html(tensor_util.make_ndarray(e.tensor_proto), True)
     assert "<strong>hi</strong>" in html and "<table>" not in html
@@ -204,15 +222,16 @@ def test_text_10mb_is_loaded(tmp_path):
     assert read_text(tmp_path, text) == text
 
 
-def test_text_size_limit():
-    capture_text("x" * MAX_TEXT_BYTES)
-    with pytest.raises(ValueError, match="text must be at most"):
-        capture_text("x" * (MAX_TEXT_BYTES + 1))
-    with pytest.raises(ValueError, match="text must be at most"):
-        capture_text("é" * (MAX_TEXT_BYTES // 2 + 1))  # 2 bytes each in UTF-8
+def test_text_size_limit(tmp_path):
+    with SummaryWriter(str(tmp_path)) as w:
+        w.add_text("note", "x" * MAX_TEXT_BYTES)
+        with pytest.raises(ValueError, match="text must be at most"):
+            w.add_text("note", "x" * (MAX_TEXT_BYTES + 1))
+        with pytest.raises(ValueError, match="text must be at most"):
+            w.add_text("note", "é" * (MAX_TEXT_BYTES // 2 + 1))  # 2 bytes each in UTF-8
 
 
 @pytest.mark.parametrize("bad", [b"bytes", 3, None, ["a"], np.array("s")])
-def test_text_must_be_str(bad):
-    with pytest.raises(TypeError, match="text must be a str"):
-        capture_text(bad)
+def test_text_must_be_str(tmp_path, bad):
+    with SummaryWriter(str(tmp_path)) as w, pytest.raises(TypeError, match="text must be a str"):
+        w.add_text("note", bad)
