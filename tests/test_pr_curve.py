@@ -1,16 +1,15 @@
-"""PR curves: TensorBoard's pr_curve algorithm, read back through TensorBoard."""
+"""PR curves: SummaryWriter.add_pr_curve against TensorBoard's pr_curve algorithm, read back
+through TensorBoard."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from tensorboard.compat.proto import summary_pb2
 from tensorboard.plugins.pr_curve import metadata as pr_metadata
 from tensorboard.util import tensor_util
 
-from readback import plugin_name, tags, tensor_events
+from readback import multiplexer, plugin_name, tags, tensor_events
 
 from gluon_tb import SummaryWriter
-from gluon_tb.writer._summaries.pr_curve import build_pr_curve, capture_pr_curve
 
 
 def tb_expected(labels, predictions, num_thresholds, weights=None):
@@ -36,38 +35,46 @@ def tb_expected(labels, predictions, num_thresholds, weights=None):
     return np.float32(np.stack((tp, fp, tn, fn, precision, recall)))
 
 
-def value(labels, predictions, num_thresholds=127, weights=None, tag="pr"):
-    payload = capture_pr_curve(labels, predictions, num_thresholds, weights)
-    return summary_pb2.Summary.Value.FromString(build_pr_curve(tag, payload))
+def curve(logdir, tag="pr"):
+    """The ``[6, num_thresholds]`` array TensorBoard loads for ``tag``'s one event."""
+    (ev,) = tensor_events(str(logdir), ".", tag)
+    return tensor_util.make_ndarray(ev.tensor_proto)
+
+
+def logged(logdir, labels, predictions, num_thresholds=127, weights=None, tag="pr"):
+    """``add_pr_curve`` in a fresh writer, read back: TensorBoard's array."""
+    with SummaryWriter(str(logdir)) as w:
+        w.add_pr_curve(tag, labels, predictions, num_thresholds, weights=weights)
+    return curve(logdir, tag)
 
 
 @pytest.mark.parametrize("n", [2, 3, 11, 127, 201])
 @pytest.mark.parametrize("weighted", [False, True])
-def test_matches_tensorboard_algorithm(n, weighted):
+def test_matches_tensorboard_algorithm(tmp_path, n, weighted):
     rng = np.random.default_rng(n)
     labels = rng.random(3000) < 0.4
     predictions = rng.random(3000).astype(np.float32)
     predictions[:20] = np.linspace(0, 1, 20, dtype=np.float32)  # include both ends and grid points
     predictions[20:20 + n] = np.arange(n, dtype=np.float32) / np.float32(n - 1)
     weights = rng.random(3000).astype(np.float32) if weighted else None
-    v = value(labels, predictions, n, weights)
-    got = tensor_util.make_ndarray(v.tensor)
+    got = logged(tmp_path, labels, predictions, n, weights)
     assert got.dtype == np.float32 and got.shape == (6, n)
     np.testing.assert_array_equal(got, tb_expected(labels, predictions, n, weights))
 
 
-def test_metadata_is_pr_curve_plugin_data():
-    v = value(np.array([1, 0, 1]), np.array([0.9, 0.2, 0.4]), num_thresholds=33, tag="m")
-    assert v.metadata.plugin_data.plugin_name == "pr_curves"
-    assert v.metadata.display_name == "m"
-    content = pr_metadata.parse_plugin_metadata(v.metadata.plugin_data.content)
+def test_metadata_is_pr_curve_plugin_data(tmp_path):
+    logged(tmp_path, np.array([1, 0, 1]), np.array([0.9, 0.2, 0.4]), num_thresholds=33, tag="m")
+    metadata = multiplexer(str(tmp_path)).SummaryMetadata(".", "m")
+    assert metadata.plugin_data.plugin_name == "pr_curves"
+    assert metadata.display_name == "m"
+    content = pr_metadata.parse_plugin_metadata(metadata.plugin_data.content)
     assert (content.version, content.num_thresholds) == (0, 33)
 
 
-def test_scalar_weight_and_shapes():
+def test_scalar_weight_and_shapes(tmp_path):
     labels = np.array([[True, False], [True, True]])
     preds = np.array([[0.8, 0.3], [0.1, 1.0]])
-    got = tensor_util.make_ndarray(value(labels, preds, 5, 2.0).tensor)
+    got = logged(tmp_path, labels, preds, 5, 2.0)
     np.testing.assert_array_equal(got, tb_expected(labels.ravel(), preds.ravel(), 5, 2.0))
 
 
@@ -85,14 +92,13 @@ def test_readback(tmp_path):
                                   tb_expected(labels, preds, 127))
 
 
-def test_caller_copy_is_private():
+def test_caller_copy_is_private(tmp_path):
     labels, preds = np.array([1, 0]), np.array([0.7, 0.2])
-    p = capture_pr_curve(labels, preds, 3)
-    preds[:] = 0.0
-    np.testing.assert_array_equal(
-        tensor_util.make_ndarray(summary_pb2.Summary.Value.FromString(
-            build_pr_curve("p", p)).tensor),
-        tb_expected(np.array([1, 0]), np.array([0.7, 0.2]), 3))
+    with SummaryWriter(str(tmp_path)) as w:
+        w.add_pr_curve("p", labels, preds, 3)
+        preds[:] = 0.0
+    np.testing.assert_array_equal(curve(tmp_path, "p"),
+                                  tb_expected(np.array([1, 0]), np.array([0.7, 0.2]), 3))
 
 
 @pytest.mark.parametrize("kwargs,exc,words", [
@@ -111,23 +117,24 @@ def test_caller_copy_is_private():
     (dict(labels=None, predictions=[0.5, 0.1]), TypeError, "labels"),
     (dict(labels=[], predictions=[]), ValueError, "predictions must be non-empty"),
 ])
-def test_validation(kwargs, exc, words):
-    with pytest.raises(exc, match=words):
-        capture_pr_curve(**kwargs)
+def test_validation(tmp_path, kwargs, exc, words):
+    with SummaryWriter(str(tmp_path)) as w, pytest.raises(exc, match=words):
+        w.add_pr_curve("pr", **kwargs)
 
 
 mx = pytest.importorskip("mxnet")
 
 
-def test_ndarray_inputs_and_worker_side_checks():
+def test_ndarray_inputs_and_worker_side_checks(tmp_path):
     rng = np.random.default_rng(5)
     labels, preds = (rng.random(400) < 0.3).astype(np.float32), rng.random(400).astype(np.float32)
     nd_labels, nd_preds = mx.nd.array(labels), mx.nd.array(preds)
-    payload = capture_pr_curve(nd_labels, nd_preds, 50, weights=mx.nd.ones((400,)))
-    nd_preds[:] = 0  # after the queued copy
-    got = tensor_util.make_ndarray(summary_pb2.Summary.Value.FromString(
-        build_pr_curve("nd", payload)).tensor)
+    with SummaryWriter(str(tmp_path / "ok")) as w:
+        w.add_pr_curve("nd", nd_labels, nd_preds, 50, weights=mx.nd.ones((400,)))
+        nd_preds[:] = 0  # after the queued copy
+    got = curve(tmp_path / "ok", "nd")
     np.testing.assert_array_equal(got, tb_expected(labels, preds, 50, np.ones(400, np.float32)))
-    bad = capture_pr_curve(mx.nd.array([1, 0]), mx.nd.array([0.5, 2.0]), 5)
-    with pytest.raises(ValueError, match="predictions must be in"):
-        build_pr_curve("bad", bad)
+    with SummaryWriter(str(tmp_path / "bad")) as w:
+        w.add_pr_curve("bad", mx.nd.array([1, 0]), mx.nd.array([0.5, 2.0]), 5)  # checked by the writer thread
+        with pytest.raises(ValueError, match="predictions must be in"):
+            w.flush()
