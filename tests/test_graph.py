@@ -1,19 +1,16 @@
-"""The graph summary: capture_graph/build_graph, read back with TensorBoard's protos and graphs plugin."""
+"""The graph: SummaryWriter.add_graph, read back with TensorBoard's reader and graphs plugin."""
 from __future__ import annotations
 
 import json
-import os
-import time
 
 import pytest
 
 mx = pytest.importorskip("mxnet")
 from mxnet.gluon import nn  # noqa: E402
-from tensorboard.compat.proto import graph_pb2  # noqa: E402
 
-from gluon_tb.writer._format import proto as _proto  # noqa: E402
-from gluon_tb.writer._summaries.graph import build_graph, capture_graph  # noqa: E402
-from gluon_tb.writer._format.record import frame_many  # noqa: E402
+from readback import event_files, multiplexer, raw_events  # noqa: E402
+
+from gluon_tb import SummaryWriter  # noqa: E402
 
 P = "net"  # scope of the test net (its prefix is "net_")
 
@@ -36,8 +33,20 @@ def net():
     return make_net()
 
 
-def parse(payload) -> graph_pb2.GraphDef:
-    return graph_pb2.GraphDef.FromString(build_graph(payload))
+def logged(logdir, model, input_shapes=None):
+    """``add_graph(model, input_shapes)`` in a fresh writer: the GraphDef TensorBoard's reader returns."""
+    with SummaryWriter(str(logdir)) as w:
+        w.add_graph(model, input_shapes=input_shapes)
+    return multiplexer(str(logdir)).Graph(".")
+
+
+def graph_bytes(logdir, model, input_shapes=None) -> bytes:
+    """``add_graph(model, input_shapes)`` in a fresh writer: the GraphDef's bytes as written."""
+    with SummaryWriter(str(logdir)) as w:
+        w.add_graph(model, input_shapes=input_shapes)
+    (path,) = event_files(str(logdir))
+    (graph,) = [e.graph_def for e in raw_events(path) if e.HasField("graph_def")]
+    return graph
 
 
 def by_name(graph):
@@ -46,18 +55,6 @@ def by_name(graph):
 
 def shapes(node):
     return [[d.size for d in s.dim] for s in node.attr["_output_shapes"].list.shape]
-
-
-def write_graph(logdir, graph_bytes, run="."):
-    """Write one graph event into a fresh event file under ``logdir/run``."""
-    d = os.path.join(logdir, run)
-    os.makedirs(d, exist_ok=True)
-    path = os.path.join(d, f"events.out.tfevents.{int(time.time()):010d}.test.{os.getpid()}.0")
-    records = [_proto.event(time.time(), 0, file_version="brain.Event:2"),
-               _proto.event(time.time(), 0, graph_def=graph_bytes)]
-    with open(path, "wb") as f:
-        f.write(frame_many(records))
-    return path
 
 
 # ---------------------------------------------------------------- a Gluon block
@@ -79,8 +76,8 @@ NET_NODES = {
 }
 
 
-def test_block_nodes_ops_and_edges(net):
-    nodes = by_name(parse(capture_graph(net)))
+def test_block_nodes_ops_and_edges(tmp_path, net):
+    nodes = by_name(logged(tmp_path, net))
     assert {k: n.op for k, n in nodes.items()} == NET_NODES
     assert list(nodes[f"{P}/conv0/fwd"].input) == ["data", f"{P}/conv0/weight", f"{P}/conv0/bias"]
     assert list(nodes[f"{P}/batchnorm0/fwd"].input) == [
@@ -94,8 +91,8 @@ def test_block_nodes_ops_and_edges(net):
     assert every_input <= set(nodes)
 
 
-def test_block_attrs_are_strings(net):
-    nodes = by_name(parse(capture_graph(net)))
+def test_block_attrs_are_strings(tmp_path, net):
+    nodes = by_name(logged(tmp_path, net))
     dense = nodes[f"{P}/dense0/fwd"].attr
     assert dense["num_hidden"].s == b"10"
     assert dense["flatten"].s == b"True"
@@ -103,8 +100,8 @@ def test_block_attrs_are_strings(net):
     assert nodes[f"{P}/conv0/fwd"].attr["kernel"].s == b"(3, 3)"
 
 
-def test_block_output_shapes_with_input_shapes(net):
-    nodes = by_name(parse(capture_graph(net, input_shapes=[(2, 3, 8, 8)])))
+def test_block_output_shapes_with_input_shapes(tmp_path, net):
+    nodes = by_name(logged(tmp_path, net, input_shapes=[(2, 3, 8, 8)]))
     assert shapes(nodes["data"]) == [[2, 3, 8, 8]]
     assert shapes(nodes[f"{P}/conv0/fwd"]) == [[2, 4, 6, 6]]
     assert shapes(nodes[f"{P}/flatten0/flatten0"]) == [[2, 144]]
@@ -114,21 +111,21 @@ def test_block_output_shapes_with_input_shapes(net):
     assert "__shape__" not in nodes[f"{P}/dense0/weight"].attr
 
 
-def test_block_input_shapes_forms_agree(net):
-    a = build_graph(capture_graph(net, input_shapes=(2, 3, 8, 8)))
-    b = build_graph(capture_graph(net, input_shapes={"data": (2, 3, 8, 8)}))
-    c = build_graph(capture_graph(net, input_shapes=[[2, 3, 8, 8]]))
+def test_block_input_shapes_forms_agree(tmp_path, net):
+    a = graph_bytes(tmp_path / "a", net, input_shapes=(2, 3, 8, 8))
+    b = graph_bytes(tmp_path / "b", net, input_shapes={"data": (2, 3, 8, 8)})
+    c = graph_bytes(tmp_path / "c", net, input_shapes=[[2, 3, 8, 8]])
     assert a == b == c
 
 
-def test_block_without_input_shapes_has_parameter_shapes_only(net):
-    nodes = by_name(parse(capture_graph(net)))
+def test_block_without_input_shapes_has_parameter_shapes_only(tmp_path, net):
+    nodes = by_name(logged(tmp_path, net))
     assert shapes(nodes[f"{P}/dense0/weight"]) == [[10, 144]]
     assert "_output_shapes" not in nodes[f"{P}/dense0/fwd"].attr
     assert "_output_shapes" not in nodes["data"].attr
 
 
-def test_nested_blocks_and_block_outside_name_scope():
+def test_nested_blocks_and_block_outside_name_scope(tmp_path):
     class Head(nn.HybridBlock):
         def __init__(self, **kw):
             super().__init__(**kw)
@@ -145,7 +142,7 @@ def test_nested_blocks_and_block_outside_name_scope():
     net.initialize()
     net.hybridize()
     net(mx.nd.ones((1, 4)))
-    names = set(by_name(parse(capture_graph(net))))
+    names = set(by_name(logged(tmp_path, net)))
     assert names == {"data", "top/head/dense0/weight", "top/head/dense0/bias",
                      "top/head/dense0/fwd", "top/head/relu0",
                      "top/out/weight", "top/out/bias", "top/out/fwd"}
@@ -161,8 +158,8 @@ def make_symbol():
     return mx.sym.SoftmaxOutput(add, name="softmax")
 
 
-def test_symbol_nodes_scopes_and_multi_output_edges():
-    nodes = by_name(parse(capture_graph(make_symbol())))
+def test_symbol_nodes_scopes_and_multi_output_edges(tmp_path):
+    nodes = by_name(logged(tmp_path, make_symbol()))
     assert {k: n.op for k, n in nodes.items()} == {
         "data": "Placeholder",
         "split0": "SliceChannel",
@@ -179,25 +176,25 @@ def test_symbol_nodes_scopes_and_multi_output_edges():
     assert list(nodes["softmax/softmax"].input) == ["add0", "softmax/label"]
 
 
-def test_symbol_shapes_of_multi_output_node():
-    nodes = by_name(parse(capture_graph(make_symbol(), input_shapes={"data": (4, 6)})))
+def test_symbol_shapes_of_multi_output_node(tmp_path):
+    nodes = by_name(logged(tmp_path, make_symbol(), input_shapes={"data": (4, 6)}))
     assert shapes(nodes["split0"]) == [[4, 2], [4, 2], [4, 2]]
     assert shapes(nodes["fc1/fc1"]) == [[4, 2]]
     assert shapes(nodes["softmax/label"]) == [[4]]
 
 
-def test_symbol_with_auxiliary_states():
+def test_symbol_with_auxiliary_states(tmp_path):
     sym = mx.sym.BatchNorm(mx.sym.var("x"), name="bn", output_mean_var=True)
     sym = mx.sym.Group([sym[0], sym[1]])
-    nodes = by_name(parse(capture_graph(sym, input_shapes=(5, 3))))
+    nodes = by_name(logged(tmp_path, sym, input_shapes=(5, 3)))
     assert {k: n.op for k, n in nodes.items()} == {
         "x": "Placeholder", "bn/gamma": "Variable", "bn/beta": "Variable",
         "bn/moving_mean": "Variable", "bn/moving_var": "Variable", "bn/bn": "BatchNorm"}
     assert shapes(nodes["bn/bn"]) == [[5, 3], [3], [3]]
 
 
-def test_inconsistent_input_shapes_leave_shapes_out():
-    nodes = by_name(parse(capture_graph(make_symbol(), input_shapes={"data": (4, 5)})))
+def test_inconsistent_input_shapes_leave_shapes_out(tmp_path):
+    nodes = by_name(logged(tmp_path, make_symbol(), input_shapes={"data": (4, 5)}))
     assert all("_output_shapes" not in n.attr for n in nodes.values())
 
 
@@ -320,10 +317,6 @@ def mlp():
 def zoo(tmp_path_factory):
     """Each model logged with SummaryWriter.add_graph into its own run, and read back:
     run -> (the model as logged, the GraphDef TensorBoard's reader returns)."""
-    from gluon_tb import SummaryWriter
-
-    from readback import multiplexer
-
     resnet18, dense = gluon_resnet18(), mlp()
     with mx.name.NameManager():  # fresh counters: pooling0, _plus0 whatever ran before
         symbols = {"inception_bn": inception_bn(), "vgg16": vgg16(), "resnet152": resnet152()}
@@ -359,14 +352,14 @@ def op_names(sym):
     return {n["name"] for n in json.loads(sym.tojson())["nodes"] if n["op"] != "null"}
 
 
-def test_symbol_part_that_mixes_operators_is_a_scope():
+def test_symbol_part_that_mixes_operators_is_a_scope(tmp_path):
     """A prefix over layers of several kinds is a part even with one parametrised layer in it."""
     x = S.var("data")
     for b in ("block1", "block2"):
         x = S.Convolution(x, num_filter=2, kernel=(3, 3), name=f"{b}_conv")
         x = S.Pooling(S.relu(x, name=f"{b}_relu"), kernel=(2, 2), name=f"{b}_pool")
     x = S.Activation(S.Activation(x, act_type="relu", name="act_1"), act_type="relu", name="act_2")
-    assert [n.name for n in parse(capture_graph(x)).node] == [
+    assert [n.name for n in logged(tmp_path, x).node] == [
         "data", "block1/conv/weight", "block1/conv/bias", "block1/conv/conv", "block1/relu",
         "block1/pool", "block2/conv/weight", "block2/conv/bias", "block2/conv/conv", "block2/relu",
         "block2/pool", "act_1", "act_2"]
@@ -488,11 +481,8 @@ def test_graphs_plugin_serves_the_graph(tmp_path, net):
     from tensorboard.plugins import base_plugin
     from tensorboard.plugins.graph import graphs_plugin
 
-    from readback import multiplexer
-
-    write_graph(str(tmp_path), build_graph(capture_graph(net, input_shapes=[(2, 3, 8, 8)])))
+    assert set(by_name(logged(tmp_path, net, input_shapes=[(2, 3, 8, 8)]))) == set(NET_NODES)
     mux = multiplexer(str(tmp_path))
-    assert set(by_name(mux.Graph("."))) == set(NET_NODES)
 
     provider = data_provider.MultiplexerDataProvider(mux, str(tmp_path))
     plugin = graphs_plugin.GraphsPlugin(base_plugin.TBContext(data_provider=provider,
@@ -506,30 +496,33 @@ def test_graphs_plugin_serves_the_graph(tmp_path, net):
 
 
 # ---------------------------------------------------------------- bad input
-def test_not_hybridized_block_is_refused():
-    with pytest.raises(ValueError, match=r"net.hybridize\(\).*forward"):
-        capture_graph(make_net(hybridize=False))
+def test_not_hybridized_block_is_refused(tmp_path):
+    with SummaryWriter(str(tmp_path)) as w:
+        with pytest.raises(ValueError, match=r"net.hybridize\(\).*forward"):
+            w.add_graph(make_net(hybridize=False))
 
 
-def test_hybridized_block_that_never_ran_is_refused():
-    with pytest.raises(ValueError, match=r"has not run yet.*net.hybridize\(\)"):
-        capture_graph(make_net(run=False))
+def test_hybridized_block_that_never_ran_is_refused(tmp_path):
+    with SummaryWriter(str(tmp_path)) as w:
+        with pytest.raises(ValueError, match=r"has not run yet.*net.hybridize\(\)"):
+            w.add_graph(make_net(run=False))
 
 
-def test_plain_block_is_refused():
+def test_plain_block_is_refused(tmp_path):
     class Plain(nn.Block):
         def forward(self, x):
             return x
 
-    with pytest.raises(TypeError, match="net must be a HybridBlock"):
-        capture_graph(Plain())
+    with SummaryWriter(str(tmp_path)) as w, pytest.raises(TypeError, match="net must be a HybridBlock"):
+        w.add_graph(Plain())
 
 
 @pytest.mark.parametrize("bad", [3, "net", None, [1, 2]])
-def test_other_objects_are_refused(bad):
-    with pytest.raises(TypeError, match="net must be a hybridized Gluon HybridBlock or an MXNet "
-                                        "Symbol, got"):
-        capture_graph(bad)
+def test_other_objects_are_refused(tmp_path, bad):
+    with SummaryWriter(str(tmp_path)) as w:
+        with pytest.raises(TypeError, match="net must be a hybridized Gluon HybridBlock or an MXNet "
+                                            "Symbol, got"):
+            w.add_graph(bad)
 
 
 @pytest.mark.parametrize("shapes_arg, exc, msg", [
@@ -538,6 +531,6 @@ def test_other_objects_are_refused(bad):
     ("1x3", TypeError, "input_shapes must be"),
     ([(1, -3)], TypeError, "input_shapes must be"),
 ])
-def test_bad_input_shapes_are_refused(net, shapes_arg, exc, msg):
-    with pytest.raises(exc, match=msg):
-        capture_graph(net, input_shapes=shapes_arg)
+def test_bad_input_shapes_are_refused(tmp_path, net, shapes_arg, exc, msg):
+    with SummaryWriter(str(tmp_path)) as w, pytest.raises(exc, match=msg):
+        w.add_graph(net, input_shapes=shapes_arg)
