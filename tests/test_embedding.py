@@ -1,4 +1,5 @@
-"""Projector embeddings: files written by an action, loaded by TensorBoard's projector plugin."""
+"""Projector embeddings: SummaryWriter.add_embedding's files, loaded by TensorBoard's projector plugin;
+the sprite layout and the tag's path component (pure helpers of projector_files.py)."""
 from __future__ import annotations
 
 import io
@@ -8,16 +9,31 @@ import os
 import numpy as np
 import pytest
 from PIL import Image
+from tensorboard.plugins.projector.metadata import PROJECTOR_FILENAME
 from werkzeug.test import Client
 
-from gluon_tb.writer._summaries.embedding import (
-    capture_embedding,
-    embedding_action,
-    embedding_entry,
-    embedding_files,
-)
-from gluon_tb.writer._summaries.projector_config import CONFIG_NAME, add_entry, projector_config
+from gluon_tb import SummaryWriter
+# what add_embedding runs: for the queued payload, and for a tag longer than add_embedding takes
+from gluon_tb.writer._summaries.embedding import capture_embedding, embedding_action
 from gluon_tb.writer._summaries.projector_files import EMPTY_LABEL, safe_path_component, sprite_layout
+
+
+def files(logdir):
+    """Every file ``add_embedding`` left under ``logdir`` (relative paths; event files aside)."""
+    out = set()
+    for root, _dirs, names in os.walk(str(logdir)):
+        out |= {os.path.relpath(os.path.join(root, n), str(logdir)).replace(os.sep, "/")
+                for n in names if ".tfevents." not in n}
+    return out
+
+
+def config(logdir):
+    """The run's projector config, parsed with TensorBoard's protos."""
+    from google.protobuf import text_format
+    from tensorboard.plugins.projector.projector_config_pb2 import ProjectorConfig
+
+    with open(os.path.join(str(logdir), PROJECTOR_FILENAME)) as f:
+        return text_format.Parse(f.read(), ProjectorConfig())
 
 
 class FileSink:
@@ -37,8 +53,9 @@ class FileSink:
         self.written.append(relpath)
 
 
-def log(logdir, entries, tag, step, *args, run="", **kw):
-    action = embedding_action(tag, step, capture_embedding(*args, **kw), entries, run=run)
+def log_action(logdir, tag, step, *args, **kw):
+    """What ``add_embedding`` queues, run here on a sink that refuses paths outside ``logdir``."""
+    action = embedding_action(tag, step, capture_embedding(*args, **kw), [])
     sink = FileSink(logdir)
     action(sink)
     return sink.written
@@ -86,10 +103,10 @@ def test_matrix_labels_and_sprite_load_in_projector(tmp_path):
     emb = rng.standard_normal((10, 5)).astype(np.float32)
     labels = [f"item {i}" for i in range(10)]
     images = rng.random((10, 3, 8, 6)).astype(np.float32)
-    entries = []
-    written = log(tmp_path, entries, "word/emb", 3, emb, labels, images)
+    with SummaryWriter(str(tmp_path)) as w:
+        w.add_embedding("word/emb", emb, labels, images, global_step=3)
     d = safe_path_component("word/emb") + "/00003"
-    assert set(written) == {f"{d}/tensors.tsv", f"{d}/metadata.tsv", f"{d}/sprite.png", CONFIG_NAME}
+    assert files(tmp_path) == {f"{d}/tensors.tsv", f"{d}/metadata.tsv", f"{d}/sprite.png", PROJECTOR_FILENAME}
 
     p = Projector(tmp_path)
     assert p.runs() == ["."]
@@ -111,7 +128,8 @@ def test_matrix_labels_and_sprite_load_in_projector(tmp_path):
 def test_several_columns_get_a_header_and_escaping(tmp_path):
     emb = np.arange(12, dtype=np.float64).reshape(4, 3)
     labels = {"name": ["a\tb", "line\nbreak", "", "cr\r"], "class": [1, 2, None, 4]}
-    log(tmp_path, [], "e", 0, emb, labels)
+    with SummaryWriter(str(tmp_path)) as w:
+        w.add_embedding("e", emb, labels)
     text = Projector(tmp_path).metadata("e")
     assert text.split("\n") == ["name\tclass", "a\\tb\t1", "line\\nbreak\t2",
                                 f"{EMPTY_LABEL}\t", "cr\\r\t4", ""]
@@ -119,27 +137,28 @@ def test_several_columns_get_a_header_and_escaping(tmp_path):
 
 def test_rows_form_with_header_and_numpy_labels(tmp_path):
     emb = np.ones((3, 2), np.float32)
-    entries = []
-    log(tmp_path, entries, "rows", 0, emb, [("x", 1), ("y", 2), ("z", 3)])
-    log(tmp_path, entries, "np", 0, emb, np.array([7, 8, 9]))
+    with SummaryWriter(str(tmp_path)) as w:
+        w.add_embedding("rows", emb, [("x", 1), ("y", 2), ("z", 3)])
+        w.add_embedding("np", emb, np.array([7, 8, 9]))
     p = Projector(tmp_path)
     assert p.metadata("rows").splitlines() == ["label_0\tlabel_1", "x\t1", "y\t2", "z\t3"]
     assert p.metadata("np").splitlines() == ["7", "8", "9"]
 
 
 def test_blank_single_labels_are_not_dropped(tmp_path):
-    log(tmp_path, [], "e", 0, np.zeros((3, 2)), ["", "  ", "ok"])
+    with SummaryWriter(str(tmp_path)) as w:
+        w.add_embedding("e", np.zeros((3, 2)), ["", "  ", "ok"])
     lines = Projector(tmp_path).metadata("e").splitlines()
     assert lines == [EMPTY_LABEL, EMPTY_LABEL, "ok"]
 
 
 def test_config_lists_all_embeddings_and_replaces_same_step(tmp_path):
-    entries = []
-    log(tmp_path, entries, "a", 1, np.zeros((2, 2)))
-    log(tmp_path, entries, "b", 1, np.ones((3, 2)), ["p", "q", "r"])
-    log(tmp_path, entries, "a", 2, np.full((4, 2), 2.0))
-    log(tmp_path, entries, "a", 2, np.full((5, 2), 3.0))  # replaces a@2
-    text = (tmp_path / CONFIG_NAME).read_text()
+    with SummaryWriter(str(tmp_path)) as w:
+        w.add_embedding("a", np.zeros((2, 2)), global_step=1)
+        w.add_embedding("b", np.ones((3, 2)), ["p", "q", "r"], global_step=1)
+        w.add_embedding("a", np.full((4, 2), 2.0), global_step=2)
+        w.add_embedding("a", np.full((5, 2), 3.0), global_step=2)  # replaces a@2
+    text = (tmp_path / PROJECTOR_FILENAME).read_text()
     assert text.count("embeddings {") == 3
     p = Projector(tmp_path)
     names = [e["tensorName"] for e in p.config()["embeddings"]]
@@ -151,10 +170,9 @@ def test_config_lists_all_embeddings_and_replaces_same_step(tmp_path):
 
 
 def test_embedding_in_a_run_subdirectory(tmp_path):
-    import readback
-
-    readback.write_values(str(tmp_path), [], run="train")  # the run exists (has an event file)
-    log(tmp_path, [], "emb", 7, np.eye(3), run="train")
+    with SummaryWriter(str(tmp_path / "train")) as w:
+        w.add_scalar("loss", 1.0, 7)  # the run exists (has an event file)
+        w.add_embedding("emb", np.eye(3), global_step=7)
     p = Projector(tmp_path)
     assert p.runs() == ["train"]
     assert p.tensor("emb", run="train").reshape(3, 3).tolist() == np.eye(3).tolist()
@@ -173,19 +191,22 @@ def test_large_n_writes_a_bounded_sprite(tmp_path):
     n = 20_000
     imgs = np.zeros((n, 1, 64, 64), np.uint8)
     imgs[:, :, 16:48, 16:48] = 255
-    payload = capture_embedding(np.zeros((n, 2), np.float32), images=imgs)
-    files = embedding_files("big", 0, payload)
-    sprite = Image.open(io.BytesIO(files["big/00000/sprite.png"]))
+    with SummaryWriter(str(tmp_path)) as w:
+        w.add_embedding("big", np.zeros((n, 2), np.float32), images=imgs)
+    sprite = Image.open(tmp_path / "big" / "00000" / "sprite.png")
     side, th, tw = sprite_layout(n, 64, 64)
     assert sprite.size == (side * tw, side * th) and max(sprite.size) <= 8192
-    entry = embedding_entry("big", 0, payload)
-    assert entry.sprite_dim == (tw, th) == (57, 57)
+    (entry,) = config(tmp_path).embeddings
+    assert tuple(entry.sprite.single_image_dim) == (tw, th) == (57, 57)
     cell = np.asarray(sprite)[:th, :tw]
     assert cell[th // 2, tw // 2] == 255 and cell[0, 0] == 0  # scaled content, not cropped
 
 
+LONG_TAG = "x" * 5000  # longer than add_embedding takes (check_tag: at most 4096 characters)
+
+
 @pytest.mark.parametrize("tag", [
-    "..", ".", "../../etc/passwd", "/abs/path", "a/../../b", "a\x00b", "x" * 5000, "C:\\win",
+    "..", ".", "../../etc/passwd", "/abs/path", "a/../../b", "a\x00b", LONG_TAG, "C:\\win",
     "con", "CON.txt", "-rf", "emb.", "~", "\u00e9\u00e8/\u4e2d", "a\nb",
 ])
 def test_hostile_tags_stay_inside_the_logdir(tmp_path, tag):
@@ -195,7 +216,13 @@ def test_hostile_tags_stay_inside_the_logdir(tmp_path, tag):
     assert all(c.isascii() and (c.isalnum() or c in "_-~.") for c in comp)
     logdir = tmp_path / "logs"
     logdir.mkdir()
-    log(logdir, [], tag, 1, np.eye(2), ["a", "b"])
+    if tag == LONG_TAG:  # refused by add_embedding: what it would queue is run here instead
+        written = set(log_action(logdir, tag, 1, np.eye(2), ["a", "b"]))
+    else:
+        with SummaryWriter(str(logdir)) as w:  # its sink refuses a path outside logdir: close() raises
+            w.add_embedding(tag, np.eye(2), ["a", "b"], global_step=1)
+        written = files(logdir)
+    assert written == {f"{comp}/00001/tensors.tsv", f"{comp}/00001/metadata.tsv", PROJECTOR_FILENAME}
     assert os.listdir(tmp_path) == ["logs"]
     p = Projector(logdir)
     (e,) = p.config()["embeddings"]
@@ -210,42 +237,40 @@ def test_safe_path_component_is_injective_on_lookalikes():
     assert safe_path_component("embedding_1.v2") == "embedding_1.v2"  # clean tags kept
 
 
-def test_projector_config_parses_with_tensorboard_protos():
-    from google.protobuf import text_format
-    from tensorboard.plugins.projector.projector_config_pb2 import ProjectorConfig
-
-    entries = []
-    add_entry(entries, embedding_entry('q"\\\n\u4e2d', 5, capture_embedding(np.eye(2), ["a", "b"])))
-    add_entry(entries, embedding_entry("img", 5, capture_embedding(np.eye(2), images=np.zeros((2, 4, 3)))))
-    cfg = text_format.Parse(projector_config(entries), ProjectorConfig())
+def test_projector_config_parses_with_tensorboard_protos(tmp_path):
+    with SummaryWriter(str(tmp_path)) as w:
+        w.add_embedding('q"\\\n\u4e2d', np.eye(2), ["a", "b"], global_step=5)
+        w.add_embedding("img", np.eye(2), images=np.zeros((2, 4, 3)), global_step=5)
+    cfg = config(tmp_path)
     assert [e.tensor_name for e in cfg.embeddings] == ['q"\\\n\u4e2d', "img"]
     assert cfg.embeddings[0].metadata_path.endswith("/00005/metadata.tsv")
     assert not cfg.embeddings[1].metadata_path
     assert list(cfg.embeddings[1].sprite.single_image_dim) == [3, 4]
 
 
-def test_ndarray_inputs_are_copied_on_mxnets_engine():
+def test_ndarray_inputs_are_copied_on_mxnets_engine(tmp_path):
     mx = pytest.importorskip("mxnet")
     emb = mx.nd.array(np.arange(6).reshape(3, 2))
     imgs = mx.nd.ones((3, 1, 4, 4))
     labels = mx.nd.array([1, 2, 3])
-    payload = capture_embedding(emb, labels, imgs)
+    payload = capture_embedding(emb, labels, imgs)  # what add_embedding queues
     assert type(payload.matrix).__module__.startswith("mxnet")  # a copy, not asnumpy
-    emb[:] = -1
-    files = embedding_files("nd", 0, payload)
-    assert files["nd/00000/tensors.tsv"].decode().splitlines() == ["0\t1", "2\t3", "4\t5"]
-    assert files["nd/00000/metadata.tsv"].decode().splitlines() == ["1.0", "2.0", "3.0"]
+    with SummaryWriter(str(tmp_path)) as w:
+        w.add_embedding("nd", emb, labels, imgs)
+        emb[:] = -1
+    assert (tmp_path / "nd/00000/tensors.tsv").read_text().splitlines() == ["0\t1", "2\t3", "4\t5"]
+    assert (tmp_path / "nd/00000/metadata.tsv").read_text().splitlines() == ["1.0", "2.0", "3.0"]
 
 
-def test_numpy_inputs_are_copied():
+def test_numpy_inputs_are_copied(tmp_path):
     emb = np.zeros((2, 2))
     labels = ["a", "b"]
-    payload = capture_embedding(emb, labels)
-    emb[:] = 5
-    labels[0] = "changed"
-    files = embedding_files("t", 0, payload)
-    assert files["t/00000/tensors.tsv"] == b"0\t0\n0\t0\n"
-    assert files["t/00000/metadata.tsv"] == b"a\nb\n"
+    with SummaryWriter(str(tmp_path)) as w:
+        w.add_embedding("t", emb, labels)
+        emb[:] = 5
+        labels[0] = "changed"
+    assert (tmp_path / "t/00000/tensors.tsv").read_bytes() == b"0\t0\n0\t0\n"
+    assert (tmp_path / "t/00000/metadata.tsv").read_bytes() == b"a\nb\n"
 
 
 @pytest.mark.parametrize("kwargs, exc, word", [
@@ -262,6 +287,6 @@ def test_numpy_inputs_are_copied():
     (dict(embedding=np.zeros((3, 2)), images=np.zeros((3, 5, 4, 4))), ValueError, "images"),
     (dict(embedding=np.zeros((3, 2)), images=np.zeros((3, 4))), ValueError, "images"),
 ])
-def test_errors_name_the_argument(kwargs, exc, word):
-    with pytest.raises(exc, match=word):
-        capture_embedding(**kwargs)
+def test_errors_name_the_argument(tmp_path, kwargs, exc, word):
+    with SummaryWriter(str(tmp_path)) as w, pytest.raises(exc, match=word):
+        w.add_embedding("e", **kwargs)
