@@ -1,4 +1,5 @@
-"""Histograms: exact buckets against numpy.histogram, read back through TensorBoard."""
+"""Histograms: the counting code's exact buckets against numpy.histogram; SummaryWriter.add_histogram's
+statistics, copies and errors, read back through TensorBoard."""
 from __future__ import annotations
 
 import logging
@@ -12,10 +13,12 @@ from hypothesis.extra import numpy as hnp
 from tensorboard.compat.proto import summary_pb2
 
 import readback
-from readback import plugin_name, raw_events, tensor_events, write_values
+from readback import plugin_name, summary_values, tensor_events
 
+from gluon_tb import SummaryWriter
 from gluon_tb.writer._summaries import histogram_counts as _buckets
 from gluon_tb.writer._summaries import histogram as _histogram
+# the counting code, checked bucket for bucket against numpy without a writer; and the queued payload
 from gluon_tb.writer._summaries.histogram import HistogramPayload, build_histogram, capture_histogram
 from gluon_tb.writer._summaries.histogram_counts import default_edges
 
@@ -52,6 +55,14 @@ def expected(values, bins="default"):
 def histo(values, bins="default", tag="h"):
     return summary_pb2.Summary.Value.FromString(
         build_histogram(tag, capture_histogram(values, bins))).histo
+
+
+def histos(logdir):
+    """``{tag: [HistogramProto, ...]}`` of the run in ``logdir``, as written, in order."""
+    out = {}
+    for _step, v in summary_values(str(logdir)):
+        out.setdefault(v.tag, []).append(v.histo)
+    return out
 
 
 def assert_like_numpy(values, bins="default"):
@@ -150,35 +161,38 @@ def test_property_uniform_bins_match_numpy(x, bins):
     assert_like_numpy(x, bins)
 
 
-def test_stats_over_finite_values_only(caplog):
+def test_stats_over_finite_values_only(tmp_path, caplog):
     x = np.array([1.0, -2.0, np.nan, np.inf, -np.inf, 4.0], np.float32)
-    payload = capture_histogram(x)
-    with caplog.at_level(logging.WARNING, logger="gluon_tb"):
-        h = summary_pb2.Summary.Value.FromString(build_histogram("stats_tag", payload)).histo
-        build_histogram("stats_tag", capture_histogram(x))
+    payload = capture_histogram(x)  # what add_histogram queues; the builder counts what it left out
+    build_histogram("payload", payload)
     assert payload.nonfinite == 3
+    with caplog.at_level(logging.WARNING, logger="gluon_tb"):
+        with SummaryWriter(str(tmp_path)) as w:
+            w.add_histogram("stats_tag", x, 0)
+            w.add_histogram("stats_tag", x, 1)
+    h, _ = histos(tmp_path)["stats_tag"]
     assert (h.min, h.max, h.num, h.sum, h.sum_squares) == (-2.0, 4.0, 3.0, 3.0, 21.0)
     assert sum(h.bucket) == 3
     warnings = [r for r in caplog.records if "stats_tag" in r.getMessage()]
     assert len(warnings) == 1 and "3" in warnings[0].getMessage()
 
 
-def test_sums_in_float64():
+def test_sums_in_float64(tmp_path):
     x = np.full(1_000_001, 0.1, np.float32)
-    h = histo(x)
+    with SummaryWriter(str(tmp_path)) as w:
+        w.add_histogram("h", x)
+    (h,) = histos(tmp_path)["h"]
     assert h.sum == pytest.approx(float(np.float32(0.1)) * x.size, rel=1e-12)
     assert h.sum_squares == pytest.approx(float(np.float32(0.1)) ** 2 * x.size, rel=1e-12)
 
 
-def test_caller_copy_is_private():
+def test_caller_copy_is_private(tmp_path):
     x = np.ones(100, np.float32)
-    p = capture_histogram(x)
-    x[:] = -5
-    assert histo_of(p).min == 1.0
-
-
-def histo_of(payload):
-    return summary_pb2.Summary.Value.FromString(build_histogram("p", payload)).histo
+    with SummaryWriter(str(tmp_path)) as w:
+        w.add_histogram("p", x)
+        x[:] = -5
+    (h,) = histos(tmp_path)["p"]
+    assert h.min == 1.0
 
 
 # ---------------------------------------------------------------- validation
@@ -192,9 +206,9 @@ def histo_of(payload):
     ([[1, 2], [3]], TypeError, "values"),
 ])
 @pytest.mark.filterwarnings("ignore::numpy.VisibleDeprecationWarning")
-def test_bad_values(values, exc, words):
-    with pytest.raises(exc, match=words):
-        capture_histogram(values)
+def test_bad_values(tmp_path, values, exc, words):
+    with SummaryWriter(str(tmp_path)) as w, pytest.raises(exc, match=words):
+        w.add_histogram("h", values)
 
 
 @pytest.mark.parametrize("bins,exc", [
@@ -203,9 +217,9 @@ def test_bad_values(values, exc, words):
     ([2.0, 1.0], ValueError), ([0.0, np.nan], ValueError), ([[0.0, 1.0]], ValueError),
     (["a", "b"], TypeError),
 ])
-def test_bad_bins(bins, exc):
-    with pytest.raises(exc, match="bins"):
-        capture_histogram(np.ones(3), bins)
+def test_bad_bins(tmp_path, bins, exc):
+    with SummaryWriter(str(tmp_path)) as w, pytest.raises(exc, match="bins"):
+        w.add_histogram("h", np.ones(3), bins=bins)
 
 
 class _Count:
@@ -226,17 +240,22 @@ class _Count:
 numbers.Integral.register(_Count)
 
 
-def test_any_integral_bins_is_a_bucket_count():
+def test_any_integral_bins_is_a_bucket_count(tmp_path):
     """bins takes every integer type, as nrow, max_images and num_thresholds do (one is_int check)."""
     x = np.arange(10.0)
-    assert histo(x, _Count(4)) == histo(x, 4)
-    with pytest.raises(ValueError, match="bins"):
-        capture_histogram(x, _Count(0))
+    with SummaryWriter(str(tmp_path)) as w:
+        w.add_histogram("count", x, bins=_Count(4))
+        w.add_histogram("int", x, bins=4)
+        with pytest.raises(ValueError, match="bins"):
+            w.add_histogram("zero", x, bins=_Count(0))
+    got = histos(tmp_path)
+    assert got["count"] == got["int"]
 
 
 # ---------------------------------------------------------------- TensorBoard readback
 def read_back(tmp_path, values, bins="default", tag="w"):
-    write_values(str(tmp_path), [(1, build_histogram(tag, capture_histogram(values, bins)))])
+    with SummaryWriter(str(tmp_path)) as w:
+        w.add_histogram(tag, values, 1, bins=bins)
     assert plugin_name(str(tmp_path), ".", tag) == "histograms"
     (ev,) = tensor_events(str(tmp_path), ".", tag)
     from tensorboard.util import tensor_util
@@ -254,16 +273,16 @@ def test_readback_matches_numpy(tmp_path):
     assert list(arr[:, 2]) == counts
     assert list(arr[1:, 0]) == list(np.float32(limits[:-1]))
     assert arr[0, 0] == finite.min() and arr[-1, 1] == finite.max()
-    (ev,) = [e for e in raw_events(tmp_path / next(p.name for p in tmp_path.iterdir()))
-             if e.HasField("summary")]
-    assert list(ev.summary.value[0].histo.bucket_limit) == limits
+    [(_, v)] = summary_values(str(tmp_path))  # as written: float64 limits
+    assert list(v.histo.bucket_limit) == limits
 
 
 @pytest.mark.parametrize("values", [np.array([np.nan, np.inf, -np.inf]), np.array([np.nan])])
 def test_no_finite_values_writes_empty_histogram(tmp_path, values):
     arr = read_back(tmp_path, values, tag="empty")
     assert arr.shape == (0, 3)
-    h = raw_events(next(iter(p for p in tmp_path.iterdir())))[1].summary.value[0].histo
+    [(_, v)] = summary_values(str(tmp_path))
+    h = v.histo
     assert (h.num, list(h.bucket)) == (0.0, [])
 
 
@@ -311,21 +330,24 @@ def test_mx_numpy_array():
     assert (list(h.bucket_limit), list(h.bucket)) == expected(x)
 
 
-def test_ndarray_capture_is_async_and_private():
+def test_ndarray_capture_is_async_and_private(tmp_path):
     a = mx.nd.ones((1000,))
-    payload = capture_histogram(a)
+    payload = capture_histogram(a)  # what add_histogram queues
     assert isinstance(payload, HistogramPayload) and payload.data is not a
-    a[:] = 7  # queued after the copy on MXNet's engine
-    a += 1
-    h = histo_of(payload)
+    with SummaryWriter(str(tmp_path)) as w:
+        w.add_histogram("p", a)
+        a[:] = 7  # queued after the copy on MXNet's engine
+        a += 1
+    (h,) = histos(tmp_path)["p"]
     assert (h.min, h.max, h.num) == (1.0, 1.0, 1000.0)
 
 
-def test_ndarray_validation():
-    with pytest.raises(ValueError, match="values must be a non-empty"):
-        capture_histogram(mx.nd.array(np.zeros((0, 3))))
-    with pytest.raises(ValueError, match="bins"):
-        capture_histogram(mx.nd.ones((2,)), bins=-1)
+def test_ndarray_validation(tmp_path):
+    with SummaryWriter(str(tmp_path)) as w:
+        with pytest.raises(ValueError, match="values must be a non-empty"):
+            w.add_histogram("h", mx.nd.array(np.zeros((0, 3))))
+        with pytest.raises(ValueError, match="bins"):
+            w.add_histogram("h", mx.nd.ones((2,)), bins=-1)
 
 
 def test_add_histograms_equals_add_histogram_one_by_one_at_the_call(tmp_path):
