@@ -1,7 +1,9 @@
-"""HParams and custom-scalar layouts, read back with TensorBoard's protos and plugin backends."""
+"""HParams and custom-scalar layouts: SummaryWriter.add_hparams/add_custom_scalars, read back with
+TensorBoard's protos and plugin backends."""
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 import pytest
@@ -11,7 +13,9 @@ from hypothesis import strategies as st
 from tensorboard import context as tb_context
 from tensorboard.backend.event_processing import data_provider
 from tensorboard.plugins import base_plugin
+from tensorboard.compat.proto import summary_pb2
 from tensorboard.plugins.custom_scalar import layout_pb2
+from tensorboard.plugins.custom_scalar.metadata import CONFIG_SUMMARY_TAG as CONFIG_TAG
 from tensorboard.plugins.hparams import (
     api_pb2,
     backend_context,
@@ -19,22 +23,11 @@ from tensorboard.plugins.hparams import (
     list_session_groups,
     plugin_data_pb2,
 )
+from tensorboard.plugins.hparams.metadata import EXPERIMENT_TAG, SESSION_END_INFO_TAG, SESSION_START_INFO_TAG
 
 import readback
 from gluon_tb import SummaryWriter
-from gluon_tb.writer._summaries.custom_scalars import (
-    CONFIG_TAG,
-    build_custom_scalars_payload,
-    capture_custom_scalars,
-)
-from gluon_tb.writer._summaries.hparams import (
-    EXPERIMENT_TAG,
-    SESSION_END_INFO_TAG,
-    SESSION_START_INFO_TAG,
-    build_hparams_payload,
-    capture_hparams,
-)
-from tensorboard.compat.proto import summary_pb2
+from gluon_tb.writer._summaries.hparams import capture_hparams  # for start_time, which add_hparams does not take
 
 HP_TAGS = {EXPERIMENT_TAG, SESSION_START_INFO_TAG, SESSION_END_INFO_TAG}
 
@@ -64,19 +57,18 @@ def pyvalue(v):
     return json_format.MessageToDict(v)
 
 
-def parse_values(values):
-    return [summary_pb2.Summary.Value.FromString(v) for v in values]
-
-
-def build_hparams(hparam_dict, metric_dict, **kwargs):
-    """The values ``add_hparams`` writes, captured and built as the writer does."""
-    return build_hparams_payload("_hparams_", capture_hparams(hparam_dict, metric_dict, **kwargs))
+def logged_hparams(logdir, hparam_dict, metric_dict, **kwargs):
+    """``add_hparams`` in a fresh writer: the ``Summary.Value`` list it wrote, in order."""
+    with SummaryWriter(str(logdir)) as w:
+        w.add_hparams(hparam_dict, metric_dict, **kwargs)
+    return [v for _step, v in readback.summary_values(str(logdir))]
 
 
 # ------------------------------------------------------------ hparams: protos
-def test_hparams_values_parse_with_tensorboard_protos():
-    values = parse_values(build_hparams({"lr": 0.1, "opt": "sgd", "bn": False, "layers": 3},
-                                        {"acc": 0.9}, start_time=100.0))
+def test_hparams_values_parse_with_tensorboard_protos(tmp_path):
+    before = time.time()
+    values = logged_hparams(tmp_path, {"lr": 0.1, "opt": "sgd", "bn": False, "layers": 3}, {"acc": 0.9})
+    after = time.time()
     assert [v.tag for v in values] == [EXPERIMENT_TAG, SESSION_START_INFO_TAG,
                                        SESSION_END_INFO_TAG, "acc"]
     for v in values[:3]:
@@ -93,10 +85,11 @@ def test_hparams_values_parse_with_tensorboard_protos():
     assert {k: pyvalue(v) for k, v in start.hparams.items()} == {
         "lr": 0.1, "opt": "sgd", "bn": False, "layers": 3.0}
     assert start.hparams["bn"].WhichOneof("kind") == "bool_value"  # False is still present
-    assert start.start_time_secs == 100.0 and start.group_name == ""
+    assert before <= start.start_time_secs <= after and start.group_name == ""  # the call's time
     end = plugin_data_pb2.HParamsPluginData.FromString(
         values[2].metadata.plugin_data.content).session_end_info
-    assert end.status == api_pb2.STATUS_SUCCESS and end.end_time_secs == 100.0  # logged at the end
+    assert end.status == api_pb2.STATUS_SUCCESS
+    assert end.end_time_secs == start.start_time_secs  # logged at the end
     assert values[3].simple_value == pytest.approx(0.9)
 
 
@@ -106,8 +99,8 @@ _hp_value = st.one_of(st.text(max_size=20), st.booleans(), st.integers(-2**53, 2
 
 @settings(max_examples=60, deadline=None)
 @given(st.dictionaries(st.text(min_size=1, max_size=10), _hp_value, max_size=6))
-def test_any_hparam_dict_round_trips(hparams):
-    values = parse_values(build_hparams(hparams, {}))
+def test_any_hparam_dict_round_trips(tmp_path_factory, hparams):
+    values = logged_hparams(tmp_path_factory.mktemp("hp"), hparams, {})
     start = plugin_data_pb2.HParamsPluginData.FromString(
         values[1].metadata.plugin_data.content).session_start_info
     assert start.group_name == ""  # every run is a row of its own
@@ -122,10 +115,10 @@ def test_any_hparam_dict_round_trips(hparams):
             assert pv.number_value == float(v)
 
 
-def test_numpy_scalars_and_domains():
-    values = parse_values(build_hparams(
-        {"lr": np.float32(0.5), "n": np.int64(4), "act": "relu"}, {"m": np.float64(2.0)},
-        hparam_domain_discrete={"act": ["relu", "tanh"], "n": [2, 4, 8]}))
+def test_numpy_scalars_and_domains(tmp_path):
+    values = logged_hparams(
+        tmp_path, {"lr": np.float32(0.5), "n": np.int64(4), "act": "relu"}, {"m": np.float64(2.0)},
+        hparam_domain_discrete={"act": ["relu", "tanh"], "n": [2, 4, 8]})
     exp = plugin_data_pb2.HParamsPluginData.FromString(
         values[0].metadata.plugin_data.content).experiment
     domains = {h.name: [pyvalue(v) for v in h.domain_discrete.values] for h in exp.hparam_infos
@@ -133,8 +126,8 @@ def test_numpy_scalars_and_domains():
     assert domains == {"act": ["relu", "tanh"], "n": [2.0, 4.0, 8.0]}
 
 
-def test_option_drops_the_experiment():
-    values = parse_values(build_hparams({"a": 1}, {"m": 1.0}, experiment=False))
+def test_option_drops_the_experiment(tmp_path):
+    values = logged_hparams(tmp_path, {"a": 1}, {"m": 1.0}, experiment=False)
     assert [v.tag for v in values] == [SESSION_START_INFO_TAG, SESSION_END_INFO_TAG, "m"]
     end = plugin_data_pb2.HParamsPluginData.FromString(values[1].metadata.plugin_data.content)
     assert end.session_end_info.status == api_pb2.STATUS_SUCCESS
@@ -155,9 +148,12 @@ def test_option_drops_the_experiment():
     (({"a": 1}, {}), {"hparam_domain_discrete": {"b": [1]}}, ValueError, "hparam_domain_discrete"),
     (({"a": 1}, {}), {"start_time": "now"}, TypeError, "start_time"),
 ])
-def test_hparams_errors_name_the_argument(args, kwargs, exc, word):
-    with pytest.raises(exc, match=word):
-        capture_hparams(*args, **kwargs)
+def test_hparams_errors_name_the_argument(tmp_path, args, kwargs, exc, word):
+    with SummaryWriter(str(tmp_path)) as w, pytest.raises(exc, match=word):
+        if "start_time" in kwargs:  # not an argument of add_hparams: its capture is checked
+            capture_hparams(*args, **kwargs)
+        else:
+            w.add_hparams(*args, **kwargs)
 
 
 # ------------------------------------------------------------ hparams: dashboard backend
@@ -254,8 +250,8 @@ def test_layout_reads_back_equal(tmp_path):
 def test_custom_scalars_plugin_serves_the_layout(tmp_path):
     from tensorboard.plugins.custom_scalar.custom_scalars_plugin import CustomScalarsPlugin
 
-    readback.write_values(str(tmp_path), [
-        (0, build_custom_scalars_payload(CONFIG_TAG, capture_custom_scalars(LAYOUT)))])
+    with SummaryWriter(str(tmp_path)) as w:
+        w.add_custom_scalars(LAYOUT)
     plugin = CustomScalarsPlugin(tb_context_for(tmp_path))
     got = plugin.layout_impl(tb_context.RequestContext(), "")  # JSON text
     assert json_format.Parse(got, layout_pb2.Layout()) == expected_layout()
@@ -273,12 +269,12 @@ def test_custom_scalars_plugin_serves_the_layout(tmp_path):
     ({"c": {"t": ["Multiline", ["a", 3]]}}, TypeError, "str tags"),
     ({1: {"t": ["Multiline", ["a"]]}}, TypeError, "category"),
 ])
-def test_layout_errors_name_layout(layout, exc, word):
-    with pytest.raises(exc, match=word) as info:
-        capture_custom_scalars(layout)
+def test_layout_errors_name_layout(tmp_path, layout, exc, word):
+    with SummaryWriter(str(tmp_path)) as w, pytest.raises(exc, match=word) as info:
+        w.add_custom_scalars(layout)
     assert "layout" in str(info.value)
 
 
-def test_nan_metric_is_allowed():
-    (v,) = parse_values(build_hparams({"a": 1}, {"m": float("nan")}, experiment=False))[2:]
+def test_nan_metric_is_allowed(tmp_path):
+    (v,) = logged_hparams(tmp_path, {"a": 1}, {"m": float("nan")}, experiment=False)[2:]
     assert math.isnan(v.simple_value)
