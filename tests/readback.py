@@ -101,29 +101,6 @@ def event_files(logdir: str) -> List[str]:
     return sorted(out)
 
 
-def write_values(logdir: str, values, run: str = ".") -> str:
-    """Write encoded ``Summary.Value`` bytes as events into a fresh event file.
-
-    ``values`` is a list of ``(step, value_bytes)``; a low-level helper for
-    testing summary builders without the background writer.
-    """
-    import time
-
-    from gluon_tb.writer._format import proto as _proto
-    from gluon_tb.writer._format.record import frame_many
-
-    d = os.path.join(logdir, run)
-    os.makedirs(d, exist_ok=True)
-    path = os.path.join(d, f"events.out.tfevents.{int(time.time()):010d}.test.{os.getpid()}.0")
-    records = [_proto.event(time.time(), 0, file_version="brain.Event:2")]
-    for step, v in values:
-        vs = v if isinstance(v, list) else [v]
-        records.append(_proto.event(time.time(), step, summary=_proto.summary(vs)))
-    with open(path, "wb") as f:
-        f.write(frame_many(records))
-    return path
-
-
 def summary_values(logdir: str, run: str = ".") -> list:
     """``[(step, Summary.Value), ...]`` of every event file directly in ``logdir/run``, in file order.
 

@@ -26,8 +26,10 @@ class SummaryWriter(WriterBase):
 
     The same methods, argument names and order as mxboard 0.1.0's
     ``SummaryWriter`` (so an mxboard script runs with only its import
-    changed), plus ``add_scalars``, ``add_video``, ``add_hparams``,
-    ``add_custom_scalars`` and a ``walltime=`` on every ``add_*`` call.
+    changed), plus ``add_scalars``, ``add_mean``, ``add_histograms``, ``add_video``,
+    ``add_hparams``, ``add_custom_scalars``, ``add_profile``, and a ``walltime=`` on
+    every ``add_*`` call of a value at a step (scalars, histograms, images, audio,
+    video, text, PR curves).
 
     Example::
 

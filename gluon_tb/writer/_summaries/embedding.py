@@ -147,16 +147,15 @@ def embedding_entry(tag: str, step: int, payload: EmbeddingPayload) -> Embedding
 
 
 def embedding_action(tag: str, step: int, payload: EmbeddingPayload,
-                     entries: List[EmbeddingEntry], run: str = "") -> Callable[[Any], None]:
-    """An ``action(sink)``: write the files into ``run`` ("" = the log directory), record
-    the embedding in ``entries`` (the writer's list for that run, touched only by the
-    worker) and rewrite ``run/projector_config.pbtxt``."""
-    prefix = f"{run.strip('/')}/" if run.strip("/") else ""
+                     entries: List[EmbeddingEntry]) -> Callable[[Any], None]:
+    """An ``action(sink)``: write the files into the log directory, record the embedding
+    in ``entries`` (the writer's list, touched only by the worker) and rewrite
+    ``projector_config.pbtxt``."""
 
     def action(sink: Any) -> None:
         for rel, data in embedding_files(tag, step, payload).items():
-            sink.write_file(prefix + rel, data)
+            sink.write_file(rel, data)
         add_entry(entries, embedding_entry(tag, step, payload))
-        sink.write_file(prefix + CONFIG_NAME, projector_config(entries).encode("ascii"))
+        sink.write_file(CONFIG_NAME, projector_config(entries).encode("ascii"))
 
     return action

@@ -27,7 +27,6 @@ without it in any run, TensorBoard derives the columns from every run's values
 """
 from __future__ import annotations
 
-import math
 import numbers
 import time
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Union
@@ -143,21 +142,16 @@ def _check_domains(domains: Any, hparams: Dict[str, HParamValue]) -> Dict[str, L
 
 def capture_hparams(hparam_dict: Any, metric_dict: Any, *,
                     hparam_domain_discrete: Optional[Mapping[str, Sequence[Any]]] = None,
-                    start_time: Optional[float] = None, experiment: bool = True) -> HParamsPayload:
+                    experiment: bool = True) -> HParamsPayload:
     """Check every argument (caller's thread) and return plain copies for
-    :func:`build_hparams_payload`.
+    :func:`build_hparams_payload`. The session starts (and ends) now.
 
-    ``start_time``: the session's start (and end), default now.
     ``experiment``: also write the experiment summary (see the module docstring).
     """
     hparams = check_hparams(hparam_dict)
     metrics = check_metrics(metric_dict)
     domains = _check_domains(hparam_domain_discrete, hparams)
-    if start_time is None:
-        start_time = time.time()
-    elif not is_real(start_time) or not math.isfinite(start_time):
-        raise TypeError(f"start_time must be seconds since the epoch, got {describe(start_time)}")
-    return HParamsPayload(hparams, metrics, domains, float(start_time), bool(experiment))
+    return HParamsPayload(hparams, metrics, domains, time.time(), bool(experiment))
 
 
 # ------------------------------------------------------------ encoding
