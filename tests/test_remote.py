@@ -415,3 +415,22 @@ def test_s3_process_ending_without_close_uploads_everything(s3, tmp_path, ending
     assert proc.returncode == (0 if ending == "end" else 1), proc.stderr
     local = download(s3.fs, f"{BUCKET}/end-{ending}", tmp_path)
     assert [s for s, _ in readback.scalars(local, ".", "x")] == list(range(100))
+
+
+@pytest.mark.parametrize("adapter", ["TensorBoardHandler", "TensorBoardCallback"])
+def test_the_handlers_check_logdir_and_storage_options_as_the_writer_does(tmp_path, adapter):
+    """One check for both: a URL that lost a slash and fsspec options for a local (or file://)
+    directory are refused when the handler is made, not at its first write."""
+    import pathlib
+
+    import gluon_tb
+
+    cls = getattr(gluon_tb, adapter)
+    for make in (cls, SummaryWriter):
+        with pytest.raises(ValueError, match="looks like a URL with one slash, got 's3:/bucket/run'"):
+            make(pathlib.Path("s3://bucket/run"))
+        for local in (str(tmp_path), "file://" + str(tmp_path)):
+            with pytest.raises(ValueError, match="apply to a URL logdir"):
+                make(local, storage_options={"anon": True})
+    with pytest.raises(TypeError, match="storage_options must be a dict of fsspec options, got list"):
+        cls("memory://bucket/run", storage_options=["anon"])

@@ -20,7 +20,7 @@ from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping,
                     TypeVar, Union)
 
 from ..writer import SummaryWriter
-from ..writer._common.checks import describe, is_python_int, is_python_number
+from ..writer._common.checks import check_storage_options, describe, is_python_int, is_python_number
 from ._hooks import FitScope, Wrap, wrap  # noqa: F401 - re-exported for the adapters
 
 TRAIN = "train"
@@ -38,15 +38,6 @@ if TYPE_CHECKING:  # typing has these from Python 3.10; annotations here are nev
 
 
 # ---------------------------------------------------------------- argument checks
-def check_logdir(logdir: Any) -> str:
-    if not isinstance(logdir, (str, os.PathLike)):
-        raise TypeError(f"logdir must be a str or os.PathLike, got {describe(logdir)}")
-    path = os.fspath(logdir)
-    if not path:
-        raise ValueError("logdir must be a non-empty path, got ''")
-    return path
-
-
 def check_choice(value: Any, name: str, choices: Tuple[str, ...]) -> str:
     if value not in choices:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got {describe(value)}")
@@ -169,10 +160,7 @@ class RunWriters:
     def __init__(self, logdir: str, on_error: str, flush_secs: float,
                  storage_options: Optional[Mapping[str, Any]] = None) -> None:
         self.logdir = logdir
-        if storage_options is not None and not isinstance(storage_options, Mapping):
-            raise TypeError(f"storage_options must be a dict of fsspec options, got {describe(storage_options)}")
-        if storage_options and "://" not in logdir:
-            raise ValueError(f"storage_options apply to a URL logdir (s3://...), got the local path {logdir!r}")
+        check_storage_options(storage_options, logdir)
         self.storage_options = storage_options
         self.on_error = on_error
         self.flush_secs = flush_secs

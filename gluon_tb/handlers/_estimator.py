@@ -37,8 +37,9 @@ from mxnet.gluon.contrib.estimator.event_handler import (BatchBegin, BatchEnd, E
                                                          TrainEnd)
 
 from ..writer import SummaryWriter
+from ..writer._common.checks import check_logdir
 from ._base import (ON_ERROR, TRAIN, FitScope, ParamFilter, RunWriters, Wrap, check_bool,
-                    check_choice, check_hparams, check_logdir, check_positive_int,
+                    check_choice, check_hparams, check_positive_int,
                     check_positive_number, check_start, param_selector, scores, wrap)
 from ._dist import DISTRIBUTED, Worker
 from ._epoch_values import EpochValues

@@ -6,8 +6,9 @@ import os
 from typing import Any, Dict, Mapping, Optional, Union
 
 from ..writer import SummaryWriter
+from ..writer._common.checks import check_logdir
 from ._base import (ON_ERROR, TRAIN, VALIDATION, ParamFilter, RunWriters, check_bool, check_choice,
-                    check_logdir, check_positive_number, check_start, param_selector, scores)
+                    check_positive_number, check_start, param_selector, scores)
 from ._dist import DISTRIBUTED, Worker, WorkerMean, detect, place
 from ._conv_filters import check_conv_filters
 from ._health import GradHealth, HealthMonitor, check_grad_health

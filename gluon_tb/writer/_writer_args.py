@@ -8,18 +8,12 @@ from __future__ import annotations
 import os
 from typing import Any, Optional
 
-from ._common.checks import describe, is_python_int, is_python_number
-from ._io.logdir import check_logdir
+from ._common.checks import check_logdir, describe, is_python_int, is_python_number
 
 
 def check_writer_args(logdir: Any, max_queue: Any, flush_secs: Any, filename_suffix: Any,
                       max_queue_bytes: Any, on_full: Any, worker_nice: Any) -> str:
     """Check ``SummaryWriter``'s arguments; the log directory as a str."""
-    if not isinstance(logdir, (str, os.PathLike)):
-        raise TypeError(f"logdir must be a str or path, got {describe(logdir)}")
-    logdir = os.fspath(logdir)
-    if not logdir:
-        raise ValueError("logdir must be a non-empty path, got ''")
     logdir = check_logdir(logdir)  # a URL is opened by the Pipeline
     if not is_python_int(max_queue) or max_queue < 1:
         raise ValueError(f"max_queue must be a positive int, got {describe(max_queue)}")

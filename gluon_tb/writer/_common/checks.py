@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
+import re
 import warnings
-from typing import Any, Optional, TypeGuard, Union
+from typing import Any, Mapping, Optional, TypeGuard, Union
 
 import numpy as np
 
@@ -93,3 +95,38 @@ def check_walltime(walltime: Any) -> Optional[float]:
     if not is_real(walltime):
         raise TypeError(f"walltime must be a number of seconds since the epoch, got {describe(walltime)}")
     return float(walltime)
+
+
+URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")  # group 1: the protocol
+
+
+def is_remote(logdir: str) -> bool:
+    """True for a URL other than ``file://`` (those are local paths)."""
+    m = URL.match(logdir)
+    return m is not None and m.group(1).lower() != "file"
+
+
+def check_logdir(logdir: Any, name: str = "logdir") -> str:
+    """A non-empty str or ``os.PathLike``, as a str; not a URL that lost a slash
+    (``Path("s3://b/run")`` gives ``s3:/b/run``)."""
+    if not isinstance(logdir, (str, os.PathLike)):
+        raise TypeError(f"{name} must be a str or os.PathLike, got {describe(logdir)}")
+    path = os.fspath(logdir)
+    if not isinstance(path, str):
+        raise TypeError(f"{name} must be a str or os.PathLike of a str, got {describe(path)}")
+    if not path:
+        raise ValueError(f"{name} must be a non-empty path, got ''")
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.\-]+:/(?!/)", path):
+        raise ValueError(f"{name} looks like a URL with one slash, got {path!r}; "
+                         "pass URLs as a str, like 's3://bucket/run'")
+    return path
+
+
+def check_storage_options(storage_options: Any, logdir: str, remote: Any = None,
+                          names: str = "storage_options") -> None:
+    """``storage_options`` is None or a dict; it (and ``remote``, for the writer) may be given
+    only for a URL ``logdir``. ``names``: the arguments the message names."""
+    if storage_options is not None and not isinstance(storage_options, Mapping):
+        raise TypeError(f"storage_options must be a dict of fsspec options, got {describe(storage_options)}")
+    if (storage_options or remote is not None) and not is_remote(logdir):
+        raise ValueError(f"{names} apply to a URL logdir (s3://...), got the local path {logdir!r}")

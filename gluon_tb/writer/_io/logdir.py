@@ -2,26 +2,9 @@
 from __future__ import annotations
 
 import os
-import re
 from typing import Any
 
 from .._common.checks import describe
-
-URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")  # group 1: the protocol
-
-
-def is_remote(logdir: str) -> bool:
-    """True for a URL other than ``file://`` (those are local paths)."""
-    m = URL.match(logdir)
-    return m is not None and m.group(1).lower() != "file"
-
-
-def check_logdir(logdir: str) -> str:
-    """Reject a URL that lost a slash (``Path("s3://b/run")`` gives ``s3:/b/run``)."""
-    if re.match(r"^[A-Za-z][A-Za-z0-9+.\-]+:/(?!/)", logdir):
-        raise ValueError(f"logdir looks like a URL with one slash, got {logdir!r}; "
-                         "pass URLs as a str, like 's3://bucket/run'")
-    return logdir
 
 
 def local_path(logdir: str) -> str:

@@ -31,7 +31,8 @@ import time
 from typing import Any, Dict, List, Optional, Union
 
 from .items import Action, ScalarItem, Summary, Sync
-from .logdir import is_remote, local_path
+from .._common.checks import is_remote
+from .logdir import local_path
 from .remote import RemoteEventFile, Store
 from .remote_options import RemoteOptions
 from .worker import Worker

@@ -39,7 +39,7 @@ from typing import Any, Callable, List, Mapping, Optional
 from .._format import proto as _proto
 from .._format.record import frame
 from .event_file import FILE_VERSION, event_file_name, next_number
-from .logdir import URL
+from .._common.checks import URL
 from .remote_options import RemoteOptions
 
 _PERMANENT = (PermissionError, FileNotFoundError, IsADirectoryError, NotADirectoryError,

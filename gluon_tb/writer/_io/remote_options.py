@@ -11,8 +11,7 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Optional
 
-from .._common.checks import describe, is_python_int, is_python_number
-from .logdir import is_remote
+from .._common.checks import check_storage_options, describe, is_python_int, is_python_number, is_remote
 
 
 def _env_number(name: str, default: float) -> float:
@@ -74,14 +73,10 @@ class RemoteOptions:
 
 def remote_options(logdir: str, storage_options: Any, remote: Any) -> Optional[RemoteOptions]:
     """Check ``storage_options``/``remote``; the RemoteOptions for a URL logdir, else None."""
-    if storage_options is not None and not isinstance(storage_options, Mapping):
-        raise TypeError(f"storage_options must be a dict of fsspec options, got {describe(storage_options)}")
     if remote is not None and not isinstance(remote, RemoteOptions):
         raise TypeError(f"remote must be a RemoteOptions, got {describe(remote)}")
+    check_storage_options(storage_options, logdir, remote, names="storage_options and remote")
     if not is_remote(logdir):
-        if storage_options or remote is not None:
-            raise ValueError(f"storage_options and remote apply to a URL logdir (s3://...), "
-                             f"got the local path {logdir!r}")
         return None
     if storage_options:
         remote = replace(remote or RemoteOptions(), storage_options=dict(storage_options))
