@@ -116,17 +116,11 @@ class SummaryWriter(WriterBase):
         """One image (HW, CHW, HWC), or a batch (NCHW, NHWC) tiled into one grid of
         8 per row, as mxboard's (``add_images``: ``ceil(sqrt(N))`` per row).
         Float values are taken in [0, 1], uint8 in [0, 255]; gray stays gray."""
-        from ._summaries.image import MXBOARD_NROW, build_image, capture_image, capture_images
+        from ._summaries.image import build_image, capture_image
 
         self._check()
         tag = check_tag(tag)
-        ndim = len(getattr(image, "shape", ()))
-        fmt = (dataformats or "").upper()
-        if ndim == 4 or len(fmt) == 4:
-            payload = capture_images(image, dataformats=dataformats)._replace(nrow=MXBOARD_NROW)
-        else:
-            payload = capture_image(image, dataformats=dataformats)
-        self._queue(tag, build_image, payload, global_step, walltime)
+        self._queue(tag, build_image, capture_image(image, dataformats=dataformats), global_step, walltime)
 
     def add_images(self, tag: str, images: Any, global_step: Optional[int] = None,
                    dataformats: Optional[str] = None, walltime: Optional[float] = None,
