@@ -166,3 +166,16 @@ def test_remote_options_in_the_writer_signature_are_public():
     assert issubclass(RemoteWriteError, OSError)
     assert "remote" in inspect.signature(SummaryWriter).parameters
     assert "gluon_tb.writer.RemoteOptions" in SummaryWriter.__doc__
+
+
+def test_every_argument_of_the_writer_is_documented():
+    """help(SummaryWriter) lists each constructor argument in its Args section."""
+    import inspect
+    import re
+
+    from gluon_tb import SummaryWriter
+
+    args = SummaryWriter.__doc__.split("Args:", 1)[1]
+    params = list(inspect.signature(SummaryWriter).parameters)
+    assert len(params) == 11
+    assert [p for p in params if not re.search(rf"^\s+{p}: \S", args, re.M)] == []

@@ -61,12 +61,17 @@ class SummaryWriter(WriterBase):
         flush_secs: the most seconds an event waits in memory before it is
             written to the OS (and so survives a crash of this process).
         filename_suffix: appended to every event file's name.
-        verbose: log an info line when event files are opened.
+        verbose: accepted for mxboard compatibility; nothing is printed (the
+            ``gluon_tb`` logger reports what needs saying).
         max_queue_bytes: bound of the queue in bytes (default 64 MiB); past it
             ``add_*`` calls block until the writer catches up, or, with
             ``on_full="drop"``, drop the event and count it in the scalar
             ``gluon_tb/dropped_events``. Histogram copy buffers kept for reuse
             (see ``_summaries/copy_buffers.py``) are bounded by the same number of bytes.
+        on_full: ``"block"`` (default): past ``max_queue_bytes``, an ``add_*`` call
+            waits for the writer thread, and every accepted event is written;
+            ``"drop"``: it returns at once and the event is counted in
+            ``gluon_tb/dropped_events`` instead (for a loop that must never wait).
         purge_step: when resuming from a checkpoint taken at this step,
             TensorBoard hides the events of earlier runs at or after it.
         storage_options: for a URL ``logdir`` (``s3://...``), keyword arguments of

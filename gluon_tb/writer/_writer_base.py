@@ -47,7 +47,6 @@ class WriterBase:
         purge_step = check_step(purge_step, "purge_step")
         remote = remote_options(logdir, storage_options, remote)
         self._logdir = logdir
-        self._verbose = verbose
         self._p = Pipeline(logdir, flush_secs=float(flush_secs), filename_suffix=filename_suffix or "",
                            max_queue_bytes=max_queue_bytes, wake_items=max_queue, on_full=on_full,
                            remote=remote, nice=worker_nice)
