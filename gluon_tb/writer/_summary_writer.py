@@ -12,7 +12,7 @@ from typing import Any, Iterable, Mapping, Optional, Union
 
 import numpy as np
 
-from ._common.checks import check_tag
+from ._common.checks import check_tag, describe
 from ._format import proto as _proto
 from ._io.items import Action, payload_nbytes
 from ._writer_base import WriterBase
@@ -215,18 +215,11 @@ class SummaryWriter(WriterBase):
         read now) as ``plugins/profile/<session>/<host>.xplane.pb`` of this run (see
         ``_summaries/profile.py``). ``session``: default the local time, ``2026_11_24_02_30_00``;
         ``host``: default the host name. Returns the file's path relative to the run."""
-        import socket
-
-        from ._summaries.profile import trace_events, xspace_from_trace
+        from ._summaries.profile import profile_path, trace_events, xspace_from_trace
 
         self._check()
         events = trace_events(trace)
-        session = session or time.strftime("%Y_%m_%d_%H_%M_%S")
-        host = host or socket.gethostname() or "localhost"
-        for name, v in (("session", session), ("host", host)):
-            if not isinstance(v, str) or "/" in v or "\\" in v or v in (".", ".."):
-                raise ValueError(f"{name} must be a plain file name, got {v!r}")
-        rel = f"plugins/profile/{session}/{host}.xplane.pb"
+        rel, host = profile_path(session, host)
 
         def write(sink: Any) -> None:
             sink.write_file(rel, xspace_from_trace(events, host)[0])
@@ -250,20 +243,20 @@ class SummaryWriter(WriterBase):
 
             sw.add_hparams({"lr": 0.1, "optimizer": "sgd"}, {"epoch_accuracy": 0.93})
         """
-        from ._summaries.hparams import build_hparams_payload, capture_hparams
+        from ._summaries.hparams import build_hparams, capture_hparams
 
         self._check()
         if not isinstance(experiment, bool):
-            raise TypeError(f"experiment must be a bool, got {type(experiment).__name__} {experiment!r}")
+            raise TypeError(f"experiment must be a bool, got {describe(experiment)}")
         payload = capture_hparams(hparam_dict, metric_dict, hparam_domain_discrete=hparam_domain_discrete,
                                   experiment=experiment)
-        self._queue("_hparams_", build_hparams_payload, payload, global_step, None)
+        self._queue("_hparams_", build_hparams, payload, global_step, None)
 
     def add_custom_scalars(self, layout: Mapping[str, Mapping[str, Any]]) -> None:
         """Chart layout for the custom scalars dashboard, in tensorboardX's form:
         ``{category: {chart: ["Multiline", [tag regexes]] | ["Margin", [value, lower, upper]]}}``."""
-        from ._summaries.custom_scalars import build_custom_scalars_payload, capture_custom_scalars
+        from ._summaries.custom_scalars import build_custom_scalars, capture_custom_scalars
 
         self._check()
-        self._queue("custom_scalars__config__", build_custom_scalars_payload,
+        self._queue("custom_scalars__config__", build_custom_scalars,
                     capture_custom_scalars(layout), 0, None)

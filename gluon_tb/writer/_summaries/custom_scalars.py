@@ -93,7 +93,7 @@ def capture_custom_scalars(layout: Any) -> bytes:
     return layout_message(layout)
 
 
-def build_custom_scalars_payload(tag: str, payload: bytes) -> bytes:
+def build_custom_scalars(tag: str, payload: bytes) -> bytes:
     """The pipeline's ``builder(tag, payload)`` form; ``tag`` is unused (always ``CONFIG_TAG``)."""
     tensor = _proto.tensor_strings([payload], shape=[])
     meta = _proto.metadata(PLUGIN_NAME, data_class=_proto.DATA_CLASS_TENSOR)

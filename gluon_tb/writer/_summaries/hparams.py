@@ -144,7 +144,7 @@ def capture_hparams(hparam_dict: Any, metric_dict: Any, *,
                     hparam_domain_discrete: Optional[Mapping[str, Sequence[Any]]] = None,
                     experiment: bool = True) -> HParamsPayload:
     """Check every argument (caller's thread) and return plain copies for
-    :func:`build_hparams_payload`. The session starts (and ends) now.
+    :func:`build_hparams`. The session starts (and ends) now.
 
     ``experiment``: also write the experiment summary (see the module docstring).
     """
@@ -214,7 +214,7 @@ def _plugin_value(tag: str, field: int, message: bytes) -> bytes:
     return _proto.value(tag, tensor=null_tensor, metadata=meta)
 
 
-def build_hparams_payload(tag: str, payload: HParamsPayload) -> List[bytes]:
+def build_hparams(tag: str, payload: HParamsPayload) -> List[bytes]:
     """Encoded ``Summary.Value`` messages for one session (worker thread; ``tag`` is unused).
 
     In order: the experiment (unless captured with ``experiment=False``),

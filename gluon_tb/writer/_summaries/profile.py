@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import time
 from typing import Any, Dict, Iterable, List, Mapping, Tuple, Union
 
 from .._common.checks import describe
@@ -37,6 +39,18 @@ PLANE_NAME = "/host:CPU"
 # (pid, tid, name, start_ns, duration_ns)
 Span = Tuple[Any, Any, str, int, int]
 Trace = Union[str, "os.PathLike[str]", Mapping[str, Any], List[Mapping[str, Any]]]
+
+
+def profile_path(session: Any = None, host: Any = None) -> Tuple[str, str]:
+    """Where the Profile dashboard looks for a session's file, relative to the run, and
+    the host name used: ``session`` defaults to the local time (``2026_11_24_02_30_00``),
+    ``host`` to this machine's name; each must be a plain file name."""
+    session = session or time.strftime("%Y_%m_%d_%H_%M_%S")
+    host = host or socket.gethostname() or "localhost"
+    for name, v in (("session", session), ("host", host)):
+        if not isinstance(v, str) or "/" in v or "\\" in v or v in (".", ".."):
+            raise ValueError(f"{name} must be a plain file name, got {v!r}")
+    return f"plugins/profile/{session}/{host}.xplane.pb", host
 
 
 def trace_events(trace: Trace) -> List[Mapping[str, Any]]:
