@@ -6,12 +6,13 @@ objects, works with any installed protobuf (or none), and cannot clash with the
 ``tensorboard`` package's own descriptors in the same process.
 
 Each helper returns the bytes of one *field* (key + payload); a message is the
-concatenation of its fields. Field numbers live in :mod:`.proto`.
+concatenation of its fields. Field numbers live in :mod:`.proto`. :func:`fields`
+reads a message back field by field (``export_scalars`` reads our own files with it).
 """
 from __future__ import annotations
 
 import struct
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence, Tuple
 
 import numpy as np
 
@@ -75,3 +76,44 @@ def f_repeated_str(field: int, values: Iterable[str | bytes]) -> bytes:
     return b"".join(
         f_bytes(field, v if isinstance(v, bytes) else v.encode("utf-8")) for v in values
     )
+
+
+# ---------------------------------------------------------------- decoding (reading our own files back)
+_unpack_d = struct.Struct("<d").unpack_from
+_unpack_f = struct.Struct("<f").unpack_from
+
+
+def read_varint(buf: bytes, i: int) -> Tuple[int, int]:
+    """The varint at ``buf[i]`` and the index after it."""
+    n = shift = 0
+    while True:
+        b = buf[i]
+        i += 1
+        n |= (b & 0x7F) << shift
+        if b < 0x80:
+            return n, i
+        shift += 7
+
+
+def fields(buf: bytes) -> Iterator[Tuple[int, object]]:
+    """Yield ``(field_number, value)`` of one message: ints, floats (fixed32 as
+    float, fixed64 as double) or bytes for length-delimited fields."""
+    i, n = 0, len(buf)
+    while i < n:
+        k, i = read_varint(buf, i)
+        field, wt = k >> 3, k & 7
+        if wt == _VARINT:
+            v, i = read_varint(buf, i)
+            yield field, v
+        elif wt == _I64:
+            yield field, _unpack_d(buf, i)[0]
+            i += 8
+        elif wt == _I32:
+            yield field, _unpack_f(buf, i)[0]
+            i += 4
+        elif wt == _LEN:
+            ln, i = read_varint(buf, i)
+            yield field, buf[i:i + ln]
+            i += ln
+        else:
+            raise ValueError(f"unsupported wire type {wt}")

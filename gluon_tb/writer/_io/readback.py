@@ -2,49 +2,10 @@
 from __future__ import annotations
 
 import json
-import struct
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Dict, List, Optional
 
 from .._format.record import read_records
-
-_d = struct.Struct("<d").unpack_from
-_f = struct.Struct("<f").unpack_from
-
-
-def _varint(buf: bytes, i: int) -> Tuple[int, int]:
-    n = shift = 0
-    while True:
-        b = buf[i]
-        i += 1
-        n |= (b & 0x7F) << shift
-        if b < 0x80:
-            return n, i
-        shift += 7
-
-
-def fields(buf: bytes) -> Iterator[Tuple[int, object]]:
-    """Yield ``(field_number, value)`` of one message: ints, floats (fixed32 as
-    float, fixed64 as double) or bytes for length-delimited fields."""
-    i, n = 0, len(buf)
-    while i < n:
-        k, i = _varint(buf, i)
-        field, wt = k >> 3, k & 7
-        if wt == 0:
-            v, i = _varint(buf, i)
-            yield field, v
-        elif wt == 1:
-            yield field, _d(buf, i)[0]
-            i += 8
-        elif wt == 5:
-            yield field, _f(buf, i)[0]
-            i += 4
-        elif wt == 2:
-            ln, i = _varint(buf, i)
-            yield field, buf[i:i + ln]
-            i += ln
-        else:
-            raise ValueError(f"unsupported wire type {wt}")
-
+from .._format.wire import fields
 
 def export_key(logdir: str, run: Optional[str], tag: str) -> str:
     """mxboard's key of a scalar curve: ``<logdir>/<tag>`` for the writer's own run;

@@ -15,7 +15,7 @@ from typing import Any, Union
 import numpy as np
 
 from .._format import proto as _proto
-from .._common.arrays import is_ndarray
+from .._common.arrays import is_ndarray, to_numpy
 from .._common.checks import describe, is_int, is_real
 from .._format.wire import f_varint
 
@@ -75,7 +75,11 @@ def capture_pr_curve(labels: Any, predictions: Any, num_thresholds: int = 127,
 
 
 def _take(x: Any, name: str) -> Any:
-    """A private copy: numpy copy, or an async copy on MXNet's engine."""
+    """A private copy: numpy copy, or an async copy on MXNet's engine.
+
+    Not :func:`.capture.snapshot`: an NDArray is copied to the CPU (the worker compares
+    labels and predictions there, and a GPU copy would hold device memory until it does),
+    and the messages name what a curve needs, not an image's "nested list of numbers"."""
     if is_ndarray(x):
         import mxnet as mx
 
@@ -128,17 +132,13 @@ def metadata(tag: str, num_thresholds: int, description: str = "") -> bytes:
 
 def build_pr_curve(tag: str, payload: PrCurvePayload) -> bytes:
     """Encode ``payload`` as a ``pr_curves`` ``Summary.Value`` (worker thread)."""
-    labels = _to_numpy(payload.labels)
-    predictions = _to_numpy(payload.predictions)
+    labels = to_numpy(payload.labels, "labels")
+    predictions = to_numpy(payload.predictions, "predictions")
     weights = payload.weights
     if weights is not None and not isinstance(weights, float):
-        weights = _to_numpy(weights)
+        weights = to_numpy(weights, "weights")
     _check_predictions(predictions)
     _check_labels(labels)
     data = pr_curve_data(labels, predictions, payload.num_thresholds, weights)
     return _proto.value(tag, tensor=_proto.tensor_array(data),
                         metadata=metadata(tag, payload.num_thresholds))
-
-
-def _to_numpy(x: Any) -> np.ndarray:
-    return x.asnumpy() if is_ndarray(x) else np.asarray(x)
