@@ -6,7 +6,7 @@ import types
 import pytest
 
 from gluon_tb.handlers import _dist
-from gluon_tb.handlers._base import RunWriters
+from gluon_tb.handlers._run_writers import RunWriters
 from gluon_tb.writer import SummaryWriter
 
 

@@ -18,7 +18,7 @@ from ..writer import SummaryWriter
 from ..writer._common.checks import describe
 from ._filter_images import feature_map_images, filter_images
 from ._probe import LayerProbe, context_of, find_block, first_of
-from ._base import TRAIN, RunWriters
+from ._run_writers import TRAIN, RunWriters
 
 
 def check_conv_filters(value: Any) -> Union[bool, str]:

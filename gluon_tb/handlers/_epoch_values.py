@@ -15,8 +15,10 @@ import time
 from typing import Any, Dict, List, Sequence, Tuple
 
 from ..writer import SummaryWriter
-from ._base import TRAIN, VALIDATION, FitScope, RunWriters, Wrap, is_loss, loss_total, scores, wrap
 from ._dist import Worker, WorkerMean, detect, place
+from ._hooks import FitScope, Wrap, wrap
+from ._metric_names import is_loss, scores
+from ._run_writers import TRAIN, VALIDATION, RunWriters
 
 Pairs = List[Tuple[str, float]]
 
@@ -144,3 +146,12 @@ class EpochValues:
         for tag, v in pairs:
             self.final[f"hparams/{run}/epoch_{tag}"] = v
             self._out.call(run, SummaryWriter.add_scalar, f"epoch_{tag}", v, epoch)
+
+
+def loss_total(losses: Sequence[Any]) -> Tuple[Any, int]:
+    """Sum over all elements of the per-device losses (an NDArray, no host sync) and their count."""
+    ctx = losses[0].context
+    total = losses[0].sum()
+    for l in losses[1:]:
+        total = total + l.sum().as_in_context(ctx)
+    return total, sum(int(l.size) for l in losses)

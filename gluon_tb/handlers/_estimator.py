@@ -38,18 +38,20 @@ from mxnet.gluon.contrib.estimator.event_handler import (BatchBegin, BatchEnd, E
 
 from ..writer import SummaryWriter
 from ..writer._common.checks import check_logdir
-from ._base import (ON_ERROR, TRAIN, FitScope, ParamFilter, RunWriters, Wrap, check_bool,
-                    check_choice, check_hparams, check_positive_int,
-                    check_positive_number, check_start, param_selector, scores, wrap)
+from ._checks import (ParamFilter, check_bool, check_choice, check_hparams, check_positive_int, check_positive_number,
+                      check_start, param_selector)
 from ._dist import DISTRIBUTED, Worker
 from ._epoch_values import EpochValues
 from ._estimator_insight import EstimatorInsight
 from ._health import GradHealth
 from ._histograms import ParamHistograms
+from ._hooks import FitScope, Wrap, wrap
 from ._projector import Embeddings
 from ._word_vectors import WordVectors
 from ._inputs import log_first_batch
+from ._metric_names import scores
 from ._resume import batches_before, continue_at, resume_point
+from ._run_writers import ON_ERROR, TRAIN, RunWriters
 from ._schedule import Period, schedule
 
 __all__ = ["TensorBoardHandler"]

@@ -15,7 +15,8 @@ from __future__ import annotations
 import logging
 from typing import Any, Optional, Sequence, Tuple, Union
 
-from ._base import RunWriters, Wrap
+from ._hooks import Wrap
+from ._run_writers import RunWriters
 from ._conv_filters import ConvFilters, check_conv_filters
 from ._health import GradHealth, HealthMonitor, check_grad_health
 from ._profile import BatchProfiler, check_profile_batch

@@ -44,8 +44,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from ..writer._common.checks import describe
 from ..writer import SummaryWriter
-from ._base import (TRAIN, RunWriters, check_bool, check_option, check_positive_int, check_positive_number,
-                    logger)
+from ._checks import check_bool, check_option, check_positive_int, check_positive_number
+from ._run_writers import TRAIN, RunWriters, logger
 
 KINDS = ("nonfinite", "vanishing", "exploding")
 WINDOW = 5

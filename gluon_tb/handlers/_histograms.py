@@ -16,7 +16,7 @@ import logging
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..writer import SummaryWriter
-from ._base import TRAIN, RunWriters, batch_gradient
+from ._run_writers import TRAIN, RunWriters
 from ._schedule import Schedule
 
 Arrays = List[Tuple[str, Any]]
@@ -137,3 +137,12 @@ class ParamHistograms:
 
     def _weights(self) -> Arrays:
         return [(name, p.list_data()[0]) for name, p in self._selected()]
+
+
+def batch_gradient(p: Any) -> Any:
+    """The gradient of the whole batch: the sum over devices (what the kvstore reduces)."""
+    gs = p.list_grad()
+    g = gs[0]
+    for other in gs[1:]:
+        g = g + other.as_in_context(gs[0].context)
+    return g.tostype("default") if getattr(g, "stype", "default") != "default" else g

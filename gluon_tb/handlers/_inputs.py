@@ -5,7 +5,7 @@ import logging
 from typing import Any
 
 from ..writer import SummaryWriter
-from ._base import TRAIN, RunWriters
+from ._run_writers import TRAIN, RunWriters
 
 
 def image_format(x: Any) -> str:

@@ -7,14 +7,15 @@ from typing import Any, Dict, Mapping, Optional, Union
 
 from ..writer import SummaryWriter
 from ..writer._common.checks import check_logdir
-from ._base import (ON_ERROR, TRAIN, VALIDATION, ParamFilter, RunWriters, check_bool, check_choice,
-                    check_positive_number, check_start, param_selector, scores)
+from ._checks import ParamFilter, check_bool, check_choice, check_positive_number, check_start, param_selector
 from ._dist import DISTRIBUTED, Worker, WorkerMean, detect, place
 from ._conv_filters import check_conv_filters
 from ._health import GradHealth, HealthMonitor, check_grad_health
+from ._metric_names import scores
 from ._module_insight import ModuleFilters, ModuleProjector, executor_module, module_gradients
 from ._projector import Embeddings, check_embeddings
 from ._resume import ModuleSteps
+from ._run_writers import ON_ERROR, TRAIN, VALIDATION, RunWriters
 from ._schedule import Period, schedule
 
 __all__ = ["TensorBoardCallback"]

@@ -26,9 +26,10 @@ import logging
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from ..writer import SummaryWriter
-from ._base import TRAIN, RunWriters, batch_gradient
 from ._conv_filters import write_filters
+from ._histograms import batch_gradient
 from ._projector import Embeddings, Projector
+from ._run_writers import TRAIN, RunWriters
 from ._symbol import SymbolProbe, classifier_input, conv_layer, layer_output
 
 

@@ -27,7 +27,7 @@ from typing import Any, List, Optional, Tuple
 
 from ..writer._common.checks import describe, is_python_int
 from ..writer import SummaryWriter
-from ._base import TRAIN, RunWriters
+from ._run_writers import TRAIN, RunWriters
 
 TEXT_TAG = "profile/operator_stats"
 # MXNet's defaults, but os.devnull for the file: MXNet closes the last (unfinished) dump's JSON

@@ -19,7 +19,9 @@ from typing import Any, List, Optional, Union
 from ..writer._common.checks import describe, is_python_int
 from ._probe import LayerProbe, classifier, context_of, find_block
 from ..writer import SummaryWriter
-from ._base import TRAIN, RunWriters, check_positive_int, wrap
+from ._checks import check_positive_int
+from ._hooks import wrap
+from ._run_writers import TRAIN, RunWriters
 from ._inputs import for_display
 from ._schedule import every_epochs
 

@@ -32,8 +32,8 @@ import logging
 from typing import Any, Mapping, NamedTuple, Optional
 
 from ..writer._common.checks import is_python_int
-from ._base import TRAIN, VALIDATION
 from ._hooks import FitScope
+from ._run_writers import TRAIN, VALIDATION
 
 
 class Start(NamedTuple):

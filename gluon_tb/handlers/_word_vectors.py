@@ -22,7 +22,8 @@ from typing import Any, List, Optional
 from ..writer._common.checks import describe, is_python_number
 from ._probe import blocks, match_block
 from ..writer import SummaryWriter
-from ._base import TRAIN, RunWriters, check_option, check_positive_int
+from ._checks import check_option, check_positive_int
+from ._run_writers import TRAIN, RunWriters
 from ._schedule import every_epochs
 
 

@@ -1,0 +1,89 @@
+"""The handlers' argument checks, run when a handler is made so that a bad value fails before training.
+
+Each error is a ``TypeError`` or ``ValueError`` that names the argument, what it must be and what was
+given (the writer's ``describe``). ``hparams=`` is checked with the writer's own check.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Union
+
+from ..writer._common.checks import describe, is_python_int, is_python_number
+
+ParamFilter = Union[None, str, Callable[[str], bool]]
+
+
+def check_choice(value: Any, name: str, choices: Tuple[str, ...]) -> str:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got {describe(value)}")
+    return value
+
+
+def check_bool(value: Any, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {describe(value)}")
+    return value
+
+
+def check_positive_int(value: Any, name: str) -> int:
+    if not is_python_int(value):
+        raise TypeError(f"{name} must be a positive int, got {describe(value)}")
+    if value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value}")
+    return value
+
+
+def check_positive_number(value: Any, name: str) -> float:
+    if not is_python_number(value):
+        raise TypeError(f"{name} must be a positive number, got {describe(value)}")
+    if not value > 0:
+        raise ValueError(f"{name} must be a positive number, got {value}")
+    return float(value)
+
+
+def param_selector(value: ParamFilter, name: str = "params") -> Callable[[str], bool]:
+    """``None`` (all), a regular expression (``re.search`` on the name) or ``callable(name) -> bool``."""
+    if value is None:
+        return lambda _name: True
+    if isinstance(value, str):
+        try:
+            pattern = re.compile(value)
+        except re.error as e:
+            raise ValueError(f"{name} must be a valid regular expression, got {value!r}: {e}") from None
+        return lambda n: pattern.search(n) is not None
+    if callable(value):
+        return lambda n: bool(value(n))
+    raise TypeError(f"{name} must be None, a regular expression str or a callable(name) -> bool, "
+                    f"got {describe(value)}")
+
+
+def check_hparams(value: Any) -> Optional[Dict[str, Any]]:
+    if value is None:
+        return None
+    from ..writer._summaries.hparams import check_hparams as _check
+
+    if not isinstance(value, Mapping):
+        raise TypeError(f"hparams must be a mapping of name to str/bool/int/float, got {describe(value)}")
+    return _check(value)
+
+
+def check_start(value: Any, name: str) -> Optional[int]:
+    """``initial_epoch=`` / ``initial_step=``: ``None`` (found) or an int >= 0."""
+    if value is None:
+        return None
+    if not is_python_int(value):
+        raise TypeError(f"{name} must be None or an int >= 0, got {describe(value)}")
+    if value < 0:
+        raise ValueError(f"{name} must be None or an int >= 0, got {value}")
+    return value
+
+
+def check_option(value: Any, name: str, cls: type) -> Any:
+    """An option object argument: ``None``/``False`` (off), ``True`` (``cls()``'s defaults) or a ``cls``."""
+    if value is None or value is False:
+        return None
+    if value is True:
+        return cls()
+    if isinstance(value, cls):
+        return value
+    raise TypeError(f"{name} must be None, a bool or a {cls.__name__}(...), got {describe(value)}")

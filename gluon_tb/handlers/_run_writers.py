@@ -1,0 +1,128 @@
+"""Run writers: one lazily opened SummaryWriter per run directory, and the ``on_error`` policy.
+
+The adapters (``_estimator.py``, ``_module.py``) only decide *what* to log and *when*;
+everything that touches a :class:`~gluon_tb.writer.SummaryWriter` goes through
+:meth:`RunWriters.call` (``out.call(TRAIN, SummaryWriter.add_scalar, tag, value, step)``, a call
+that a type checker follows), which opens one writer per run directory lazily (so no empty event
+files appear) and applies the ``on_error`` policy.
+
+Nothing here has "metric" in an attribute name: the Gluon estimator rejects
+handlers with such attributes unless they hold one of its metric objects.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, TypeVar
+
+from ..writer import SummaryWriter
+from ..writer._common.checks import check_storage_options
+
+TRAIN = "train"
+VALIDATION = "validation"
+ON_ERROR = ("raise", "warn")
+
+logger = logging.getLogger("gluon_tb.handlers")
+
+R = TypeVar("R")
+if TYPE_CHECKING:  # typing has these from Python 3.10; annotations here are never evaluated
+    from typing import Concatenate, ParamSpec
+
+    P = ParamSpec("P")
+
+
+class RunWriters:
+    """One lazily opened :class:`SummaryWriter` per run directory, and the error policy.
+
+    ``on_error="raise"`` lets a writer error propagate (it stops training);
+    ``"warn"`` issues one ``RuntimeWarning`` for the first error, counts the rest and
+    lets training go on. In distributed training ``prefix`` (``"worker_<rank>"``) puts
+    the runs of one worker in a directory of their own, and ``muted`` makes every
+    write a no-op (the workers other than rank 0).
+    """
+
+    def __init__(self, logdir: str, on_error: str, flush_secs: float,
+                 storage_options: Optional[Mapping[str, Any]] = None) -> None:
+        self.logdir = logdir
+        check_storage_options(storage_options, logdir)
+        self.storage_options = storage_options
+        self.on_error = on_error
+        self.flush_secs = flush_secs
+        self.errors = 0
+        self.prefix = ""
+        self.muted = False
+        self._open: Dict[str, SummaryWriter] = {}
+        self._told: set = set()
+        self.purge: Dict[str, int] = {}  # run -> purge_step of its next writer (a resumed run)
+
+    def writer(self, run: str) -> SummaryWriter:
+        w = self._open.get(run)
+        if w is None:
+            w = self._open[run] = SummaryWriter(os.path.join(self.logdir, self.prefix, run),
+                                                flush_secs=self.flush_secs,
+                                                storage_options=self.storage_options,
+                                                purge_step=self.purge.pop(run, None))
+        return w
+
+    def call(self, run: str, fn: Callable[Concatenate[SummaryWriter, P], R], *args: P.args,
+             **kwargs: P.kwargs) -> Optional[R]:
+        """``fn(writer of run, *args, **kwargs)`` under the error policy; None when muted or failed.
+
+        ``fn`` is a :class:`SummaryWriter` method, unbound (``SummaryWriter.add_scalar``), or a
+        function whose first argument is the writer: a type checker follows the call and checks
+        its arguments against ``fn``'s signature. A failure goes to :meth:`failed` (``"raise"``:
+        re-raised; ``"warn"``: counted, None returned).
+        """
+        if self.muted:
+            return None
+        try:
+            return fn(self.writer(run), *args, **kwargs)
+        except Exception as e:  # noqa: BLE001 - the policy decides
+            self.failed(e)
+            return None
+
+    def failed(self, e: BaseException) -> None:
+        self.errors += 1
+        if self.on_error == "raise":
+            raise e
+        if self.errors == 1:
+            warnings.warn(f"gluon_tb: writing to {self.logdir} failed ({type(e).__name__}: {e}); "
+                          "training goes on (on_error='warn'), later writer errors are only counted",
+                          RuntimeWarning, stacklevel=4)
+
+    def add_graph(self, run: str, net: Any) -> None:
+        """Log ``net``'s graph; a net that cannot give one is skipped with one message."""
+        if self.muted:
+            return
+        try:
+            self.writer(run).add_graph(net)
+        except (TypeError, ValueError) as e:
+            self.say_once("graph", f"gluon_tb: the graph is not logged: {e}")
+        except Exception as e:  # noqa: BLE001 - the error policy decides
+            self.failed(e)
+
+    def say_once(self, key: str, msg: str, level: int = logging.INFO) -> None:
+        if key not in self._told:
+            self._told.add(key)
+            logger.log(level, msg)
+
+    def flush(self) -> None:
+        for w in list(self._open.values()):
+            try:
+                w.flush()
+            except Exception as e:  # noqa: BLE001
+                self.failed(e)
+
+    def close(self) -> None:
+        """Close every writer; the next write opens new event files."""
+        writers, self._open = list(self._open.values()), {}
+        for w in writers:
+            try:
+                w.close()
+            except Exception as e:  # noqa: BLE001
+                self.failed(e)
+        if self.errors > 1 and self.on_error == "warn":
+            logger.warning("gluon_tb: %d writer errors in %s were ignored (on_error='warn')",
+                           self.errors, self.logdir)
+
