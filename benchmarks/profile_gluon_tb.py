@@ -17,10 +17,10 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from gluon_tb.writer._io import pipeline as _pipeline  # noqa: E402
+from gluon_tb.writer._io import worker as _io_worker  # noqa: E402
 
 _worker_prof = cProfile.Profile()
-_orig_run = _pipeline.Pipeline._run
+_orig_run = _io_worker.Worker._run  # the writer thread's loop
 
 
 def _profiled_run(self):  # type: ignore[no-untyped-def]
@@ -31,7 +31,7 @@ def _profiled_run(self):  # type: ignore[no-untyped-def]
         _worker_prof.disable()
 
 
-_pipeline.Pipeline._run = _profiled_run
+_io_worker.Worker._run = _profiled_run
 
 
 def main() -> None:

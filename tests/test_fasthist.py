@@ -4,22 +4,22 @@ import shutil
 import numpy as np
 import pytest
 
-from gluon_tb.writer._summaries import histogram_counts as _buckets
+from gluon_tb.writer._summaries import histogram_counts
 
-EDGES = _buckets.default_edges()
+EDGES = histogram_counts.default_edges()
 
 
 def test_c_kernel_is_built():
     if not (shutil.which("cc") or shutil.which("gcc")):
         pytest.skip("no C compiler: the package falls back to numpy")
-    assert _buckets._fast is not None, "setup.py should have built gluon_tb/writer/_fasthist"
+    assert histogram_counts._fast is not None, "setup.py should have built gluon_tb/writer/_summaries/_fasthist"
 
 
 def test_c_kernel_rejects_what_it_cannot_count():
-    if _buckets._fast is None:
+    if histogram_counts._fast is None:
         pytest.skip("the C kernel is not built here")
-    count = _buckets._fast.count
-    t = _buckets.cell_table(EDGES.tobytes(), "<f4")
+    count = histogram_counts._fast.count
+    t = histogram_counts.cell_table(EDGES.tobytes(), "<f4")
     ok = np.zeros(t.nbuckets + 3, np.int64)
     with pytest.raises(TypeError, match="float32 or float64"):
         count(np.ones(3, np.int32), t.cells, ok)
@@ -38,14 +38,14 @@ def test_c_kernel_rejects_what_it_cannot_count():
 @pytest.mark.parametrize("special", [[], [np.nan], [np.inf], [-np.inf], [np.nan, np.inf, -np.inf]])
 def test_c_kernel_statistics_leave_out_non_finite_values(dtype, special):
     """The kernel's one pass assumes finite values; any NaN/Inf sends it to an exact second pass."""
-    if _buckets._fast is None:
+    if histogram_counts._fast is None:
         pytest.skip("the C kernel is not built here")
     rng = np.random.default_rng(7)
     finite = (rng.standard_normal(1001) * 3).astype(dtype)
     x = np.concatenate([finite[:500], np.array(special, dtype), finite[500:]])
-    t = _buckets.cell_table(EDGES.tobytes(), np.dtype(dtype).str)
+    t = histogram_counts.cell_table(EDGES.tobytes(), np.dtype(dtype).str)
     counts = np.zeros(t.nbuckets + 3, np.int64)
-    n, lo, hi, total, total_sq = _buckets._fast.count(x, t.cells, counts)
+    n, lo, hi, total, total_sq = histogram_counts._fast.count(x, t.cells, counts)
     f = finite.astype(np.float64)
     assert (n, lo, hi) == (f.size, f.min(), f.max())
     assert total == pytest.approx(f.sum(), rel=1e-12, abs=1e-9)
@@ -54,9 +54,9 @@ def test_c_kernel_statistics_leave_out_non_finite_values(dtype, special):
 
 
 def test_c_uniform_kernel_rejects_bad_edges_and_counts():
-    if _buckets._fast is None:
+    if histogram_counts._fast is None:
         pytest.skip("the C kernel is not built here")
-    fast = _buckets._fast
+    fast = histogram_counts._fast
     x = np.linspace(0, 1, 11, dtype=np.float32)
     counts = np.zeros(2, np.int64)
     fast.uniform(x, np.array([0.0, 0.5, 1.0]), counts)

@@ -104,7 +104,7 @@ needs_c = pytest.mark.skipif(_fastframe is None, reason="the C kernel is not bui
 def test_c_kernel_is_built():
     if not (shutil.which("cc") or shutil.which("gcc")):
         pytest.skip("no C compiler: the package falls back to Python")
-    assert _fastframe is not None, "setup.py should have built gluon_tb/writer/_fastframe"
+    assert _fastframe is not None, "setup.py should have built gluon_tb/writer/_format/_fastframe"
 
 
 @needs_c

@@ -52,7 +52,7 @@ class WriterClosedError(RuntimeError):
 
 
 class Pipeline(Worker):
-    """Queue + worker + one :class:`EventFile` per run directory.
+    """Queue + worker + one :class:`~.event_file.EventFile` per run directory.
 
     ``remote`` (a :class:`~.remote_options.RemoteOptions`) tunes how a URL ``logdir`` is
     written; it is ignored for a local one.
