@@ -2,15 +2,17 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Tuple
 
 from ..writer import SummaryWriter
 from ._run_writers import TRAIN, RunWriters
 
 
-def image_format(x: Any) -> str:
-    """``"NCHW"`` (1 or 3 channels) or ``"NHW"`` when ``x`` looks like a batch of images, else ``""``."""
-    shape = tuple(getattr(x, "shape", ()))
+def image_format(shape: Tuple[Any, ...]) -> str:
+    """``"NCHW"`` (1 or 3 channels) or ``"NHW"`` when ``shape`` is that of a batch of images, else ``""``.
+
+    The one image-shape test of the handlers: ``first_batch`` and the projector's sprite use it.
+    """
     if len(shape) == 4 and shape[1] in (1, 3):
         return "NCHW"
     if len(shape) == 3:
@@ -26,9 +28,10 @@ def log_first_batch(out: RunWriters, batch: Any, max_images: int, step: int) -> 
                      "first_batch images are not logged", logging.WARNING)
         return
     x = batch[0]
-    fmt = image_format(x)
+    shape = tuple(getattr(x, "shape", ()))
+    fmt = image_format(shape)
     if not fmt:
-        out.say_once("not-images", f"gluon_tb: inputs of shape {tuple(getattr(x, 'shape', ()))} do "
+        out.say_once("not-images", f"gluon_tb: inputs of shape {shape} do "
                      "not look like images; first_batch is not logged")
         return
     out.call(TRAIN, SummaryWriter.add_images, "first_batch", for_display(x[:max_images]), step,

@@ -22,7 +22,7 @@ from ..writer import SummaryWriter
 from ._checks import check_positive_int
 from ._hooks import wrap
 from ._run_writers import TRAIN, RunWriters
-from ._inputs import for_display
+from ._inputs import for_display, image_format
 from ._schedule import every_epochs
 
 
@@ -183,7 +183,4 @@ def _as_labels(y: Any) -> Any:
 
 
 def _sprite(x: Any) -> Union[None, Any]:
-    shape = tuple(x.shape)
-    if (len(shape) == 4 and shape[1] in (1, 3)) or len(shape) == 3:
-        return for_display(x)
-    return None
+    return for_display(x) if image_format(tuple(x.shape)) else None
