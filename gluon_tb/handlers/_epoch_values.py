@@ -1,4 +1,4 @@
-"""The epoch-level scalars of :class:`TensorBoardHandler`, combined over workers.
+"""The epoch-level scalars of :class:`~._estimator.TensorBoardHandler`, combined over workers.
 
 ``epoch_<metric>`` of runs ``train`` and ``validation`` (validation only for the epochs
 in which the estimator validated), ``epoch_learning_rate`` and

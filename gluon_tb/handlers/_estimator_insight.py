@@ -1,4 +1,4 @@
-"""The see-inside options of :class:`TensorBoardHandler`, driven by the estimator's events.
+"""The see-inside options of :class:`~._estimator.TensorBoardHandler`, driven by the estimator's events.
 
 ``conv_filters`` (``_conv_filters.py``), ``embeddings`` (``_projector.py``), ``word_vectors``
 (``_word_vectors.py``), ``grad_health`` (``_health.py``) and ``profile_batch`` (``_profile.py``)
@@ -7,7 +7,7 @@ values (in the handler's constructor, before training), makes the parts that are
 each part, at each event of ``fit``, what it needs. The handler calls it at fixed points of
 its own events (each method says where). A muted worker (``distributed="rank0"``, rank > 0)
 gives the parts no batches and logs nothing, and a health detector's stop request is never
-acted on with several workers. (:class:`TensorBoardCallback` has its own, worked from the
+acted on with several workers. (:class:`~._module.TensorBoardCallback` has its own, worked from the
 symbol: ``_module_insight.py``.)
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``gradients/<param>`` and ``weights/<param>`` of :class:`TensorBoardHandler`, on its schedule.
+"""``gradients/<param>`` and ``weights/<param>`` of :class:`~._estimator.TensorBoardHandler`, on its schedule.
 
 Gradients are taken inside ``trainer.step``/``allreduce_grads`` (:meth:`ParamHistograms.before_update`,
 hooked by the handler), the one moment at which they are what the batch produced: summed over

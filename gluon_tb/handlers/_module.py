@@ -42,7 +42,7 @@ class TensorBoardCallback:
     ``weights/<name>`` histograms on the ``histogram_period`` schedule (by default of
     ``arg_params`` at each epoch end, at the global index of the epoch's last batch); the
     module's symbol as the graph, once. The
-    see-inside options log what :class:`TensorBoardHandler`'s do, under the same tags
+    see-inside options log what :class:`~._estimator.TensorBoardHandler`'s do, under the same tags
     (``_module_insight.py`` says how they work on a symbol).
 
     Pass the object itself as (or in a list as) ``batch_end_callback``, its
@@ -66,7 +66,7 @@ class TensorBoardCallback:
         distributed: with a ``dist_*`` kvstore (or Horovod, or an MPI/Slurm launcher):
             ``"rank0"`` (default): only rank 0 writes, epoch values are the mean over all
             workers (pass the callback to every worker); ``"all"``: each worker writes
-            under ``<logdir>/worker_<rank>/``. As for :class:`TensorBoardHandler`.
+            under ``<logdir>/worker_<rank>/``. As for :class:`~._estimator.TensorBoardHandler`.
         storage_options: for a URL ``logdir`` (``s3://bucket/run``), keyword arguments of
             its fsspec file system (``{"endpoint_url": ..., "key": ..., "secret": ...}``).
         histogram_period: when ``weights/<name>`` and ``grad_health`` are logged: ``"epoch"``

@@ -1,6 +1,6 @@
-"""The see-inside options of :class:`TensorBoardCallback` (Module): filters, projector, grad health.
+"""The see-inside options of :class:`~._module.TensorBoardCallback` (Module): filters, projector, grad health.
 
-The same tags and runs as :class:`TensorBoardHandler`'s options, worked from what ``Module.fit``
+The same tags and runs as :class:`~._estimator.TensorBoardHandler`'s options, worked from what ``Module.fit``
 shows its callbacks: the module (``BatchEndParam.locals["self"]``), its symbol, the data batch
 and ``eval_data`` in ``locals``, and ``arg_params`` at each epoch end.
 
@@ -16,7 +16,7 @@ and ``eval_data`` in ``locals``, and ``arg_params`` at each epoch end.
   executors (summed over devices, unless the kvstore has already pulled the reduced gradient
   into every device's buffer: ``update_on_kvstore=False``) and its weight. Module's callbacks
   run *after* the optimizer's update, so ``weight_norm`` is the weight after the batch's update.
-  :class:`HealthMonitor` is used as the estimator uses it (its helper thread reads the
+  :class:`~._health.HealthMonitor` is used as the estimator uses it (its helper thread reads the
   detectors' values, never the training thread); ``Module.fit`` cannot be stopped by a
   callback, so ``GradHealth(stop=...)`` is refused.
 """
@@ -156,7 +156,7 @@ class _ParamView:
 
 
 class _TrainerView:
-    """What :meth:`HealthMonitor.finish` reads of a Gluon Trainer: the optimizer and its learning rate."""
+    """What :meth:`~._health.HealthMonitor.finish` reads of a Gluon Trainer: the optimizer and its learning rate."""
 
     def __init__(self, optimizer: Any) -> None:
         self.optimizer = optimizer

@@ -34,7 +34,7 @@ class Embeddings:
         layer: the block whose output is embedded (full name or without the net's prefix);
             ``None``: the input of the classifier (see :func:`gluon_tb.handlers._probe.classifier`):
             for a (Hybrid)Sequential net the output of all children but the last. With
-            :class:`TensorBoardCallback` (Module): a layer (node) of the symbol, ``"fc2"`` or
+            :class:`~._module.TensorBoardCallback` (Module): a layer (node) of the symbol, ``"fc2"`` or
             ``"fc2_output"``; ``None``: the input of the layer that feeds the loss output.
         every: log every this many epochs (at the end of epochs ``every - 1``, ``2*every - 1``,
             ...) as well as at the end of training; ``None``: only at the end of training.
