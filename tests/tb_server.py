@@ -42,8 +42,27 @@ class TensorBoard:
 def tensorboard(logdir: str, timeout: float = 90.0, load_fast: str = "false",
                 extra: Sequence[str] = ()) -> Iterator[TensorBoard]:
     """``load_fast="true"`` serves through the Rust data server (TensorBoard's default
-    where it is installed); ``extra`` are more command-line flags."""
-    port = _free_port()
+    where it is installed); ``extra`` are more command-line flags.
+
+    The port is chosen free, then handed to TensorBoard; another process may take it in
+    between, so a start that fails to bind is tried again on a new port (3 times)."""
+    for attempt in range(3):
+        try:
+            with _tensorboard_on(_free_port(), logdir, timeout, load_fast, extra) as tb:
+                yield tb
+            return
+        except _PortTaken:
+            if attempt == 2:
+                raise
+
+
+class _PortTaken(RuntimeError):
+    """TensorBoard exited because its port was taken before it could bind it."""
+
+
+@contextlib.contextmanager
+def _tensorboard_on(port: int, logdir: str, timeout: float, load_fast: str,
+                    extra: Sequence[str]) -> Iterator[TensorBoard]:
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
     err = tempfile.NamedTemporaryFile(prefix="tensorboard_stderr_", suffix=".log", delete=False)
     proc = subprocess.Popen(
@@ -56,7 +75,10 @@ def tensorboard(logdir: str, timeout: float = 90.0, load_fast: str = "false",
         last: Optional[BaseException] = None
         while time.time() < deadline:
             if proc.poll() is not None:
-                raise RuntimeError("tensorboard exited: " + tb.stderr()[-2000:])
+                out = tb.stderr()
+                if "could not bind to port" in out:
+                    raise _PortTaken(out[-500:])
+                raise RuntimeError("tensorboard exited: " + out[-2000:])
             try:
                 if tb.get("/data/runs"):  # loaded: a run is there
                     break
