@@ -8,16 +8,15 @@ share (construction, scalars, flush/close/reopen) is :class:`~._writer_base.Writ
 from __future__ import annotations
 
 import time
-from typing import Any, Iterable, Mapping, Optional, Union
+from typing import Any, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from ._common.checks import check_tag, describe
+from ._common.checks import Number, check_tag, describe
 from ._format import proto as _proto
 from ._io.items import Action, payload_nbytes
 from ._writer_base import WriterBase
 
-Number = Union[int, float, np.number]
 _time = time.time
 
 
@@ -229,8 +228,8 @@ class SummaryWriter(WriterBase):
 
     def add_hparams(self, hparam_dict: Mapping[str, Any], metric_dict: Mapping[str, Number],
                     global_step: Optional[int] = None,
-                    hparam_domain_discrete: Optional[Mapping[str, Iterable[Any]]] = None, *,
-                    experiment: bool = True) -> None:
+                    hparam_domain_discrete: Optional[Mapping[str, Union[Sequence[Any], np.ndarray]]] = None,
+                    *, experiment: bool = True) -> None:
         """Hyperparameters and their final metrics, in this same run (HParams dashboard).
         The metrics are also logged as scalars under their own tags.
 

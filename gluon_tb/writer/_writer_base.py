@@ -97,7 +97,7 @@ class WriterBase:
             return 0
         if type(global_step) is int and global_step >= 0:
             return global_step
-        return check_step(global_step)  # type: ignore[return-value]
+        return check_step(global_step)
 
     def _queue(self, tag: str, builder: Any, payload: Any, global_step: Any, walltime: Any,
                run: Optional[str] = None) -> None:

@@ -7,13 +7,14 @@ import numbers
 import os
 import re
 import warnings
-from typing import Any, Mapping, Optional, TypeGuard, Union
+from typing import Any, Mapping, Optional, TypeGuard, Union, overload
 
 import numpy as np
 
 from .arrays import is_ndarray
 
 MAX_TAG_LEN = 4096
+Number = Union[int, float, np.number]  # what a numeric argument (sample_rate, fps, a metric) may be
 
 
 def describe(x: Any) -> str:
@@ -61,6 +62,12 @@ def check_tag(tag: Any, name: str = "tag") -> str:
     return tag
 
 
+@overload
+def check_step(step: None, name: str = ...) -> None: ...
+@overload
+def check_step(step: int, name: str = ...) -> int: ...
+@overload
+def check_step(step: object, name: str = ...) -> Optional[int]: ...
 def check_step(step: Any, name: str = "global_step") -> Optional[int]:
     """``None`` or a non-negative int (numpy and 0-d integer arrays accepted).
 
@@ -89,6 +96,12 @@ def check_step(step: Any, name: str = "global_step") -> Optional[int]:
     raise TypeError(f"{name} must be a non-negative int, got {describe(step)}")
 
 
+@overload
+def check_walltime(walltime: None) -> None: ...
+@overload
+def check_walltime(walltime: float) -> float: ...
+@overload
+def check_walltime(walltime: object) -> Optional[float]: ...
 def check_walltime(walltime: Any) -> Optional[float]:
     if walltime is None:
         return None

@@ -54,10 +54,10 @@ def _find_c() -> tuple[Callable[[bytes], int], str]:
     except Exception:  # pragma: no cover
         pass
     try:  # gluon_tb's own C fallback (setup.py builds it where a compiler is found)
-        from ._fastframe import crc32c as fn
+        from ._fastframe import crc32c as own
 
-        if sys.byteorder == "little" and fn(b"123456789") == 0xE3069283:
-            return fn, "gluon_tb"
+        if sys.byteorder == "little" and own(b"123456789") == 0xE3069283:
+            return own, "gluon_tb"
     except Exception:  # pragma: no cover - not built
         pass
     return crc32c_py, "python"

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import json
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, cast
 
 from .._format.record import read_records
 from .._format.wire import fields
@@ -33,7 +33,10 @@ def scalars_of_files(logdir: str, paths: Dict[Optional[str], str]) -> Dict[str, 
     for run, path in paths.items():
         with open(path, "rb") as f:
             for rec in read_records(f):
-                wall, step, summary = 0.0, 0, None
+                # field values as decoded: a number, or bytes for a message or a string
+                wall: object = 0.0
+                step: object = 0
+                summary: object = None
                 for fn, v in fields(rec):
                     if fn == 1:
                         wall = v
@@ -43,13 +46,14 @@ def scalars_of_files(logdir: str, paths: Dict[Optional[str], str]) -> Dict[str, 
                         summary = v
                 if summary is None:
                     continue
-                for fn, value in fields(summary):  # type: ignore[arg-type]
+                for fn, value in fields(cast(bytes, summary)):  # Event.summary: a message
                     if fn != 1:
                         continue
-                    tag, simple = None, None
-                    for vf, vv in fields(value):  # type: ignore[arg-type]
+                    tag: Optional[str] = None
+                    simple: object = None
+                    for vf, vv in fields(cast(bytes, value)):  # Summary.value: a message
                         if vf == 1:
-                            tag = vv.decode("utf-8")  # type: ignore[union-attr]
+                            tag = cast(bytes, vv).decode("utf-8")  # Summary.Value.tag: a string
                         elif vf == 2:
                             simple = vv
                     if tag is not None and simple is not None:

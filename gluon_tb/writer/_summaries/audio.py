@@ -19,7 +19,7 @@ import numpy as np
 
 from .._format import proto as _proto
 from .._common.arrays import to_numpy
-from .._common.checks import describe, is_real
+from .._common.checks import Number, describe, is_real
 from .capture import array_nbytes, check_array, snapshot
 
 MAX_SAMPLE_RATE = 2**32 - 1  # the WAV header's field
@@ -35,7 +35,7 @@ class AudioPayload(NamedTuple):
         return array_nbytes(self.array)
 
 
-def capture_audio(audio: Any, sample_rate: float = 44100) -> AudioPayload:
+def capture_audio(audio: Any, sample_rate: Number = 44100) -> AudioPayload:
     """Check and copy a clip: ``(frames,)``, ``(frames, 1|2)`` or ``(1|2, frames>2)``.
 
     ``sample_rate`` is a number of samples per second, at least 1 (it is

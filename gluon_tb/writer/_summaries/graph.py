@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple, cast
 
 from .._format import proto as _proto
 from .._common.checks import describe, is_int
@@ -172,7 +172,8 @@ def _infer_shapes(sym: Any, known: Dict[str, Shape]) -> Dict[str, Tuple[Shape, .
         # an unknown shape is () in MXNet's legacy shape semantics, an unknown dim 0
         grouped.setdefault(internals[i].name, []).append(
             tuple(d if d > 0 else -1 for d in shp) if shp else None)
-    return {k: tuple(v) for k, v in grouped.items() if all(s is not None for s in v)}  # type: ignore[misc]
+    return {k: cast("Tuple[Shape, ...]", tuple(v))  # no None: those with one are left out
+            for k, v in grouped.items() if all(s is not None for s in v)}
 
 
 # ---------------------------------------------------------------- worker

@@ -49,7 +49,7 @@ name, and a name that still occurs twice gets ``_1``, ``_2``.. appended.
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Optional, Sequence, Set, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple, cast
 
 __all__ = ["scoped_names"]
 
@@ -93,15 +93,17 @@ def _layers(names: Sequence[str], ops: Sequence[str],
     for j, name in enumerate(names):
         if ops[j] != "null":
             base = name[:-len(_GLUON_OUTPUT)] if name.endswith(_GLUON_OUTPUT) else name
-            layer[j] = base if base and not base.endswith("_") else name
-            rest[j] = name[len(layer[j]) + 1:]
+            own = base if base and not base.endswith("_") else name
+            layer[j] = own
+            rest[j] = name[len(own) + 1:]
     for j, name in enumerate(names):
         if ops[j] == "null":
             continue
+        own = cast(str, layer[j])  # set above for every node that is not "null"
         for i in inputs[j]:
-            if ops[i] == "null" and layer[i] is None and names[i].startswith(layer[j] + "_"):
-                layer[i] = layer[j]
-                rest[i] = names[i][len(layer[j]) + 1:]
+            if ops[i] == "null" and layer[i] is None and names[i].startswith(own + "_"):
+                layer[i] = own
+                rest[i] = names[i][len(own) + 1:]
     return [n if lay is None else lay for n, lay in zip(names, layer)], rest
 
 

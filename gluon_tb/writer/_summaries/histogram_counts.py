@@ -22,12 +22,13 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Optional, Tuple, Union
+from typing import Optional, Tuple, Union, cast
 
 import numpy as np
 
 try:  # the optional C kernel (setup.py builds it where a compiler is found)
-    from . import _fasthist as _fast
+    # a C extension without a stub: mypy sees no such submodule (with or without it built)
+    from . import _fasthist as _fast  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - depends on the build
     _fast = None
 
@@ -64,7 +65,7 @@ def _ceil_floats(edges: np.ndarray, ftype: type) -> np.ndarray:
     numpy's last bucket is closed), as float64. Vectorised: one scalar call per edge made the
     writer thread's first default histogram slow, holding the GIL against the caller."""
     with np.errstate(over="ignore"):
-        f = edges.astype(ftype)
+        f: np.ndarray = edges.astype(ftype)
         f64 = f.astype(np.float64)
         up = f64 < edges
         up[-1] |= f64[-1] == edges[-1]
@@ -161,7 +162,8 @@ def fast_counts(x: np.ndarray, bins: Bins, orig: np.ndarray) -> Optional[tuple]:
     n = table.nbuckets
     counts = np.zeros(n + 3, np.int64)
     n_finite, lo, hi, total, total_sq = _fast.count(x, table.cells, counts)
-    return counts[1:n + 1], edges[1:], n_finite, lo, hi, total, total_sq
+    right = cast(np.ndarray, edges)[1:]  # a table is only ever made for edges
+    return counts[1:n + 1], right, n_finite, lo, hi, total, total_sq
 
 
 _UNIFORM_MAX_BINS = 1 << 16  # numpy's one-step correction of a computed bucket is exact up to here
@@ -204,7 +206,7 @@ def bucket_counts(x: np.ndarray, finite: np.ndarray, orig: np.ndarray,
     """
     edges, table = _edges_and_table(bins, x.dtype.str)
     if table is not None:
-        return _count_keyed(x, table), edges[1:]
+        return _count_keyed(x, table), cast(np.ndarray, edges)[1:]  # a table is only ever made for edges
     if edges is not None:
         counts, used = np.histogram(finite, edges)
     else:  # numpy computes uniform edges in the data's own dtype (float16 included)

@@ -141,7 +141,7 @@ def _check_domains(domains: Any, hparams: Dict[str, HParamValue]) -> Dict[str, L
 
 
 def capture_hparams(hparam_dict: Any, metric_dict: Any, *,
-                    hparam_domain_discrete: Optional[Mapping[str, Sequence[Any]]] = None,
+                    hparam_domain_discrete: Optional[Mapping[str, Union[Sequence[Any], np.ndarray]]] = None,
                     experiment: bool = True) -> HParamsPayload:
     """Check every argument (caller's thread) and return plain copies for
     :func:`build_hparams`. The session starts (and ends) now.

@@ -60,20 +60,21 @@ def trace_events(trace: Trace) -> List[Mapping[str, Any]]:
     leaves the profiler unable to take a new ``set_config``, so gluon_tb dumps unfinished: the
     first dump of a process ends inside its event list, a later one is the continuation of a
     list (``, {...}, {...}``, without the process names)."""
-    if isinstance(trace, (str, os.PathLike)):
-        with open(trace, "rb") as f:
+    found: object = trace  # what the file or dict holds is checked below
+    if isinstance(found, (str, os.PathLike)):
+        with open(found, "rb") as f:
             text = f.read().decode("utf-8")
         try:
-            trace = json.loads(text)
+            found = json.loads(text)
         except ValueError:  # an unfinished dump: the list left open, or its continuation
             body = text.strip().strip(",")
-            trace = json.loads(body + "\n]}" if body.startswith("{") else f"[{body}]")
-    if isinstance(trace, Mapping):
-        trace = trace.get("traceEvents")
-    if not isinstance(trace, list) or not all(isinstance(e, Mapping) for e in trace):
+            found = json.loads(body + "\n]}" if body.startswith("{") else f"[{body}]")
+    if isinstance(found, Mapping):
+        found = found.get("traceEvents")
+    if not isinstance(found, list) or not all(isinstance(e, Mapping) for e in found):
         raise TypeError(f"trace must be a Chrome trace (a JSON file path, its dict with 'traceEvents', "
-                        f"or a list of event dicts), got {describe(trace)}")
-    return trace
+                        f"or a list of event dicts), got {describe(found)}")
+    return found
 
 
 def _ns(us: Any) -> int:

@@ -21,7 +21,7 @@ import numpy as np
 
 from .._format import proto as _proto
 from .._common.arrays import to_numpy
-from .._common.checks import describe, is_real
+from .._common.checks import Number, describe, is_real
 from .capture import array_nbytes, check_array, snapshot
 from .layouts import check_channels
 from .pixels import tile_images, to_uint8
@@ -36,7 +36,7 @@ class VideoPayload(NamedTuple):
         return array_nbytes(self.array)
 
 
-def capture_video(video: Any, fps: float = 4) -> VideoPayload:
+def capture_video(video: Any, fps: Number = 4) -> VideoPayload:
     """Check and copy ``(T, C, H, W)`` or ``(N, T, C, H, W)`` frames; ``fps`` > 0."""
     if not is_real(fps):
         raise TypeError(f"fps must be a positive number, got {describe(fps)}")
