@@ -7,11 +7,14 @@ import numbers
 import os
 import re
 import warnings
-from typing import Any, Mapping, Optional, TypeGuard, Union, overload
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Union, overload
 
 import numpy as np
 
 from .arrays import is_ndarray
+
+if TYPE_CHECKING:  # typing.TypeGuard is Python 3.10+; annotations here are never evaluated
+    from typing import TypeGuard
 
 MAX_TAG_LEN = 4096
 Number = Union[int, float, np.number]  # what a numeric argument (sample_rate, fps, a metric) may be
