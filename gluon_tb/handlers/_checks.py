@@ -19,12 +19,6 @@ def check_choice(value: Any, name: str, choices: Tuple[str, ...]) -> str:
     return value
 
 
-def check_bool(value: Any, name: str) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool, got {describe(value)}")
-    return value
-
-
 def check_positive_int(value: Any, name: str) -> int:
     if not is_python_int(value):
         raise TypeError(f"{name} must be a positive int, got {describe(value)}")

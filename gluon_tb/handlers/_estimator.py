@@ -37,8 +37,8 @@ from mxnet.gluon.contrib.estimator.event_handler import (BatchBegin, BatchEnd, E
                                                          TrainEnd)
 
 from ..writer import SummaryWriter
-from ..writer._common.checks import check_logdir
-from ._checks import (ParamFilter, check_bool, check_choice, check_hparams, check_positive_int, check_positive_number,
+from ..writer._common.checks import check_bool, check_logdir
+from ._checks import (ParamFilter, check_choice, check_hparams, check_positive_int, check_positive_number,
                       check_start, param_selector)
 from ._dist import DISTRIBUTED, Worker
 from ._epoch_values import EpochValues

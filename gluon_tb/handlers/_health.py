@@ -42,9 +42,9 @@ import threading
 from collections import deque
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-from ..writer._common.checks import describe
+from ..writer._common.checks import check_bool, describe
 from ..writer import SummaryWriter
-from ._checks import check_bool, check_option, check_positive_int, check_positive_number
+from ._checks import check_option, check_positive_int, check_positive_number
 from ._run_writers import TRAIN, RunWriters, logger
 
 KINDS = ("nonfinite", "vanishing", "exploding")

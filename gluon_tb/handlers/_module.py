@@ -6,8 +6,8 @@ import os
 from typing import Any, Dict, Mapping, Optional, Union
 
 from ..writer import SummaryWriter
-from ..writer._common.checks import check_logdir
-from ._checks import ParamFilter, check_bool, check_choice, check_positive_number, check_start, param_selector
+from ..writer._common.checks import check_bool, check_logdir
+from ._checks import ParamFilter, check_choice, check_positive_number, check_start, param_selector
 from ._dist import DISTRIBUTED, Worker, WorkerMean, detect, place
 from ._conv_filters import check_conv_filters
 from ._health import GradHealth, HealthMonitor, check_grad_health

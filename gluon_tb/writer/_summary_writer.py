@@ -12,7 +12,7 @@ from typing import Any, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from ._common.checks import Number, check_tag, describe
+from ._common.checks import Number, check_bool, check_tag
 from ._format import proto as _proto
 from ._io.items import Action, payload_nbytes
 from ._writer_base import WriterBase
@@ -245,10 +245,8 @@ class SummaryWriter(WriterBase):
         from ._summaries.hparams import build_hparams, capture_hparams
 
         self._check()
-        if not isinstance(experiment, bool):
-            raise TypeError(f"experiment must be a bool, got {describe(experiment)}")
         payload = capture_hparams(hparam_dict, metric_dict, hparam_domain_discrete=hparam_domain_discrete,
-                                  experiment=experiment)
+                                  experiment=check_bool(experiment, "experiment"))
         self._queue("_hparams_", build_hparams, payload, global_step, None)
 
     def add_custom_scalars(self, layout: Mapping[str, Mapping[str, Any]]) -> None:

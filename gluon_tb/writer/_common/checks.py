@@ -52,6 +52,12 @@ def is_python_number(value: Any) -> TypeGuard[Union[int, float]]:
     return is_real(value) and isinstance(value, (int, float))
 
 
+def check_bool(value: Any, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {describe(value)}")
+    return value
+
+
 def check_tag(tag: Any, name: str = "tag") -> str:
     """A tag is a non-empty str of at most ``MAX_TAG_LEN`` characters."""
     if type(tag) is not str:
