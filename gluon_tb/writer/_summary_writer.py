@@ -62,11 +62,16 @@ class SummaryWriter(WriterBase):
         filename_suffix: appended to every event file's name.
         verbose: accepted for mxboard compatibility; nothing is printed (the
             ``gluon_tb`` logger reports what needs saying).
-        max_queue_bytes: bound of the queue in bytes (default 64 MiB); past it
-            ``add_*`` calls block until the writer catches up, or, with
-            ``on_full="drop"``, drop the event and count it in the scalar
-            ``gluon_tb/dropped_events``. Histogram copy buffers kept for reuse
-            (see ``_summaries/copy_buffers.py``) are bounded by the same number of bytes.
+        max_queue_bytes: bound in bytes of what waits for the writer thread (queued
+            events and the private copies of arrays given to ``add_histogram``,
+            ``add_images`` and the rest); past it ``add_*`` calls block until the writer
+            catches up, or, with ``on_full="drop"``, drop the event and count it in the
+            scalar ``gluon_tb/dropped_events``. ``None`` (default): 1/32 of the memory the
+            process may use (the machine's, or its container's limit), at least 64 MiB and
+            at most 1 GiB (``gluon_tb.writer.DEFAULT_MAX_QUEUE_BYTES``), so that several
+            large arrays logged back to back are handed over without waiting. Scalars
+            alone hold at most 64 MiB of it, and the idle copy buffers kept for reuse
+            (``_summaries/copy_buffers.py``) at most 64 MiB more.
         on_full: ``"block"`` (default): past ``max_queue_bytes``, an ``add_*`` call
             waits for the writer thread, and every accepted event is written;
             ``"drop"``: it returns at once and the event is counted in

@@ -23,8 +23,8 @@ def check_writer_args(logdir: Any, max_queue: Any, flush_secs: Any, filename_suf
         raise TypeError(f"filename_suffix must be a str, got {describe(filename_suffix)}")
     if filename_suffix and (os.sep in filename_suffix or "/" in filename_suffix):
         raise ValueError(f"filename_suffix must not contain a path separator, got {filename_suffix!r}")
-    if not is_python_int(max_queue_bytes) or max_queue_bytes < 1024:
-        raise ValueError(f"max_queue_bytes must be an int >= 1024, got {describe(max_queue_bytes)}")
+    if max_queue_bytes is not None and (not is_python_int(max_queue_bytes) or max_queue_bytes < 1024):
+        raise ValueError(f"max_queue_bytes must be None or an int >= 1024, got {describe(max_queue_bytes)}")
     if on_full not in ("block", "drop"):
         raise ValueError(f"on_full must be 'block' or 'drop', got {on_full!r}")
     check_nice(worker_nice)

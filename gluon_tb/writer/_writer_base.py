@@ -22,7 +22,7 @@ from ._io.items import Action, Summary, payload_nbytes
 from ._io.logdir import check_run_name, make_logdir
 from ._io.pipeline import DEFAULT_MAX_QUEUE_BYTES, DEFAULT_WORKER_NICE, Pipeline, WriterClosedError
 from ._io.remote_options import RemoteOptions, remote_options
-from ._summaries.copy_buffers import BufferPool
+from ._summaries.copy_buffers import POOL_BYTES, BufferPool
 from ._summaries.scalar import mean_of, scalar_value
 from ._writer_args import check_writer_args
 
@@ -37,7 +37,7 @@ class WriterBase:
 
     def __init__(self, logdir: Union[str, "os.PathLike[str]"], max_queue: int = 1024,
                  flush_secs: float = 2.0, filename_suffix: Optional[str] = None,
-                 verbose: bool = False, *, max_queue_bytes: int = DEFAULT_MAX_QUEUE_BYTES,
+                 verbose: bool = False, *, max_queue_bytes: Optional[int] = None,
                  on_full: str = "block", purge_step: Optional[int] = None,
                  storage_options: Optional[Mapping[str, Any]] = None,
                  remote: Optional[RemoteOptions] = None,
@@ -45,12 +45,15 @@ class WriterBase:
         logdir = check_writer_args(logdir, max_queue, flush_secs, filename_suffix, max_queue_bytes,
                                    on_full, worker_nice)
         purge_step = check_step(purge_step, "purge_step")
+        if max_queue_bytes is None:
+            max_queue_bytes = DEFAULT_MAX_QUEUE_BYTES
         remote = remote_options(logdir, storage_options, remote)
         self._logdir = logdir
         self._p = Pipeline(logdir, flush_secs=float(flush_secs), filename_suffix=filename_suffix or "",
                            max_queue_bytes=max_queue_bytes, wake_items=max_queue, on_full=on_full,
                            remote=remote, nice=worker_nice)
-        self._pool = BufferPool(max_queue_bytes)  # histogram copies, reused once written
+        # histogram copies, reused once written: the bound of the idle ones
+        self._pool = BufferPool(min(max_queue_bytes, POOL_BYTES))
         self._closed = False
         self._close_lock = threading.Lock()
         self._projector: List[Any] = []  # embeddings of this run, touched by the worker only

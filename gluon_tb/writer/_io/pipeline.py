@@ -26,6 +26,7 @@ The items on the queue are described in ``items.py``.
 from __future__ import annotations
 
 import collections
+import os
 import threading
 import time
 from typing import Any, Dict, List, Optional, Union
@@ -38,12 +39,44 @@ from .remote_options import RemoteOptions
 from .worker import Worker
 
 __all__ = ["Pipeline", "WriterClosedError", "DEFAULT_MAX_QUEUE_BYTES", "DEFAULT_WORKER_NICE",
-           "SCALAR_COST"]
+           "SCALAR_COST", "SCALAR_BOUND"]
 
 # bytes one queued scalar costs: its tuple, floats, int and deque slot (tracemalloc: 168 for
 # today's 5-field tuple; kept at the 176 of the former 6-field one, so the bound stays as it was)
 SCALAR_COST = 176
-DEFAULT_MAX_QUEUE_BYTES = 64 << 20
+# scalars alone never hold more of the queue than this: a backlog of scalars only delays them,
+# while a bound that large arrays fit in lets a caller hand over several without waiting
+SCALAR_BOUND = 64 << 20
+
+
+CGROUP_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
+
+
+def memory_limit() -> int:
+    """The bytes of memory this process may use: the machine's, or its cgroup's limit where
+    lower (a container); 0 when unknown."""
+    try:
+        limit = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        limit = 0
+    for path in CGROUP_LIMITS:
+        try:
+            with open(path) as f:
+                text = f.read().strip()
+        except OSError:
+            continue
+        if text.isdigit() and (limit == 0 or 0 < int(text) < limit):
+            limit = int(text)
+    return limit
+
+
+def default_max_queue_bytes() -> int:
+    """``max_queue_bytes`` when none is given: 1/32 of :func:`memory_limit`, at least 64 MiB
+    and at most 1 GiB."""
+    return min(1 << 30, max(64 << 20, memory_limit() // 32))
+
+
+DEFAULT_MAX_QUEUE_BYTES = default_max_queue_bytes()
 DEFAULT_WORKER_NICE = 19
 
 
@@ -76,13 +109,14 @@ class Pipeline(Worker):
         self.flush_secs = flush_secs
         self.suffix = filename_suffix
         self.max_queue_bytes = max_queue_bytes
+        self._scalar_bound = bound = min(max_queue_bytes, SCALAR_BOUND)
         self.on_full = on_full
         self._wake_items = wake_items
-        # scalars look at the bound every this many (at most 1/64 of it past it): a look costs
+        # scalars look at their bound every this many (at most 1/64 of it past it): a look costs
         # more than queueing the scalar itself
-        self._check_every = max(1, min(256, max_queue_bytes // (SCALAR_COST * 64)))
+        self._check_every = max(1, min(256, bound // (SCALAR_COST * 64)))
         # the first look: wake_items queued, or as many scalars as the bound holds if fewer
-        self._first_check = min(wake_items, max(1, max_queue_bytes // SCALAR_COST))
+        self._first_check = min(wake_items, max(1, bound // SCALAR_COST))
         self.nice = nice
         self._files: Dict[Optional[str], Any] = {}  # EventFile or RemoteEventFile by run
         self._pending: Dict[Optional[str], List[bytes]] = {}
@@ -124,7 +158,7 @@ class Pipeline(Worker):
                 self._late(item)
             else:
                 self._next_check()
-                self._make_room(0)
+                self._make_room(0, scalar=True)
 
     def _put_scalar_drop(self, item: ScalarItem) -> None:
         """``put_scalar`` of a :class:`DropPipeline`: a scalar over the bound is never queued."""
@@ -137,7 +171,7 @@ class Pipeline(Worker):
 
     def _scalar_fits(self) -> bool:
         """Drop mode, before a scalar is queued: True if it may be; else it is counted dropped."""
-        if self._make_room(SCALAR_COST):
+        if self._make_room(SCALAR_COST, scalar=True):
             self._next_check()
             return True
         return False
@@ -167,7 +201,14 @@ class Pipeline(Worker):
         """What the queue holds, as counted against ``max_queue_bytes``."""
         return len(self._q) * SCALAR_COST + self._big_bytes
 
-    def _make_room(self, nbytes: int) -> bool:
+    def _fits(self, nbytes: int, scalar: bool) -> bool:
+        """Whether ``nbytes`` more fit the bound (and, for a scalar, the scalars' own bound)."""
+        items = len(self._q) * SCALAR_COST
+        if scalar and items + nbytes > self._scalar_bound:
+            return False
+        return items + self._big_bytes + nbytes <= self.max_queue_bytes
+
+    def _make_room(self, nbytes: int, scalar: bool = False) -> bool:
         """Start and wake the worker; past the bound wait for room (block) or count a drop and
         return False (drop). A closed pipeline never counts a drop: its late item is refused."""
         if self._thread is None:
@@ -175,7 +216,7 @@ class Pipeline(Worker):
         wake = self._wake
         if not wake.is_set():  # setting an Event takes its lock: skip when already set
             wake.set()
-        if self.queued_bytes() + nbytes <= self.max_queue_bytes:
+        if self._fits(nbytes, scalar):
             return True
         if self.on_full == "drop":
             with self._lock:
@@ -185,8 +226,7 @@ class Pipeline(Worker):
                 self._check_at = 0  # full: every scalar looks until the worker has drained
             return False
         with self._space:
-            while (self.queued_bytes() + nbytes > self.max_queue_bytes and self.queued_bytes() > 0
-                   and self.running):
+            while not self._fits(nbytes, scalar) and self.queued_bytes() > 0 and self.running:
                 self._wake.set()
                 self._space.wait(0.05)
         return True

@@ -30,9 +30,10 @@ from typing import Any, Hashable, List, Sequence, Tuple
 
 import numpy as np
 
-__all__ = ["BufferPool", "NO_POOL"]
+__all__ = ["BufferPool", "NO_POOL", "POOL_BYTES"]
 
 _F32 = np.dtype(np.float32)
+POOL_BYTES = 64 << 20  # a writer's idle buffers, at most (less when its max_queue_bytes is less)
 
 
 class BufferPool:

@@ -1,0 +1,121 @@
+"""``TensorBoardHandler(histogram_sample=)``: large parameters are histogrammed from an evenly
+strided sample, small ones and ``None`` from every value; ``grad_health`` always sees every value.
+Read back with TensorBoard's reader and compared, bucket for bucket, with a writer given the
+expected sample."""
+import math
+import warnings
+
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet import gluon
+from mxnet.gluon.contrib.estimator import Estimator
+from tensorboard.util import tensor_util
+
+import readback
+from gluon_tb import SummaryWriter
+from gluon_tb.handlers import TensorBoardHandler
+
+warnings.filterwarnings("ignore", message="No trainer specified")
+VOCAB, DIM, N, BATCH = 300, 8, 48, 16  # the embedding has 2400 values; 3 batches an epoch
+
+
+class Unsized(gluon.data.DataLoader):
+    """A loader without a length: the first epoch's gradients are stashed on the device."""
+
+    def __init__(self, loader):
+        self._loader, self._worker_pool = loader, None
+
+    def __iter__(self):
+        return iter(self._loader)
+
+    def __len__(self):
+        raise TypeError("this loader has no length")
+
+
+def fit(logdir, sized=True, epochs=2, **kw):
+    mx.random.seed(0)
+    net = gluon.nn.HybridSequential(prefix="lm_")
+    with net.name_scope():
+        net.add(gluon.nn.Embedding(VOCAB, DIM), gluon.nn.Flatten(), gluon.nn.Dense(4))
+    net.initialize(mx.init.Xavier())
+    rs = np.random.RandomState(0)
+    x = rs.randint(0, VOCAB, (N, 2)).astype("float32")
+    y = rs.randint(0, 4, N).astype("float32")
+    data = gluon.data.DataLoader(gluon.data.ArrayDataset(x, y), batch_size=BATCH)
+    est = Estimator(net, gluon.loss.SoftmaxCrossEntropyLoss(), train_metrics=mx.metric.Accuracy(),
+                    trainer=gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.5}))
+    est.fit(data if sized else Unsized(data), epochs=epochs, event_handlers=[TensorBoardHandler(logdir, **kw)])
+    return net
+
+
+def buckets(logdir, tag, step, run="train"):
+    ev = [e for e in readback.tensor_events(str(logdir), run, tag) if e.step == step]
+    assert len(ev) == 1, f"{tag} at {step}: {len(ev)} events"
+    return tensor_util.make_ndarray(ev[0].tensor_proto)  # rows: left, right, count
+
+
+def reference(tmp_path, values):
+    d = tmp_path / "reference"
+    with SummaryWriter(d) as w:
+        w.add_histogram("h", values, 0)
+    return buckets(d, "h", 0, run=".")
+
+
+def stride(n, limit, last):
+    k = -(-n // limit)
+    while math.gcd(k, last) != 1:
+        k += 1
+    return k
+
+
+@pytest.mark.parametrize("sized", [True, False], ids=["len", "no-len"])
+def test_a_large_parameter_is_histogrammed_from_an_even_sample(tmp_path, sized):
+    net = fit(tmp_path / "run", sized=sized, histogram_sample=1000)
+    emb, dense = "lm_embedding0_weight", "lm_dense0_weight"
+    k = stride(VOCAB * DIM, 1000, DIM)
+    assert k == 3
+    last = 2 * (N // BATCH) - 1
+    weights = net.collect_params()[emb].data().asnumpy()
+    got = buckets(tmp_path / "run", f"weights/{emb}", last)
+    assert got[:, 2].sum() == len(range(0, VOCAB * DIM, k)) == 800
+    np.testing.assert_array_equal(got, reference(tmp_path, weights.ravel()[::k]))
+    for step in (N // BATCH - 1, last):  # the first epoch (stashed when the length is unknown) too
+        assert buckets(tmp_path / "run", f"gradients/{emb}", step)[:, 2].sum() == 800
+    dense_values = net.collect_params()[dense].data().size  # 64: below the sample size, every value
+    assert buckets(tmp_path / "run", f"weights/{dense}", last)[:, 2].sum() == dense_values
+
+
+def test_none_and_a_large_sample_take_every_value(tmp_path):
+    fit(tmp_path / "all", epochs=1, histogram_sample=None)
+    fit(tmp_path / "big", epochs=1, histogram_sample=VOCAB * DIM)
+    tag, step = "weights/lm_embedding0_weight", N // BATCH - 1
+    assert buckets(tmp_path / "all", tag, step)[:, 2].sum() == VOCAB * DIM
+    np.testing.assert_array_equal(buckets(tmp_path / "all", tag, step), buckets(tmp_path / "big", tag, step))
+
+
+def test_grad_health_sees_every_value_whatever_the_sample(tmp_path):
+    fit(tmp_path / "sampled", epochs=1, histogram_sample=100, grad_health=True)
+    fit(tmp_path / "all", epochs=1, histogram_sample=None, grad_health=True)
+    tag = "grad_norm/lm_embedding0_weight"
+    sampled, every = readback.scalars(str(tmp_path / "sampled"), "train", tag), \
+        readback.scalars(str(tmp_path / "all"), "train", tag)
+    assert sampled and [s for s, _ in sampled] == [s for s, _ in every]
+    np.testing.assert_allclose([v for _, v in sampled], [v for _, v in every], rtol=1e-6)
+
+
+def test_the_stride_never_takes_a_single_column(tmp_path):
+    from gluon_tb.handlers._histograms import sampled
+
+    a = mx.nd.arange(128 * 40).reshape((40, 128))
+    s = sampled(a, 40)  # 5120 / 40 = 128: a stride of 128 would take column 0 only
+    cols = set((s.asnumpy().astype(int) % 128).tolist())
+    assert s.size <= 40 and len(cols) == s.size
+    assert sampled(a, 5120) is a and sampled(a, None) is a
+
+
+@pytest.mark.parametrize("value, exc", [(0, ValueError), (-5, ValueError), (1.5, TypeError), ("1M", TypeError),
+                                        (True, TypeError)])
+def test_bad_histogram_sample_names_the_argument(tmp_path, value, exc):
+    with pytest.raises(exc, match="histogram_sample"):
+        TensorBoardHandler(tmp_path, histogram_sample=value)

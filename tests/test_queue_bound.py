@@ -1,0 +1,97 @@
+"""The queue's bound (``max_queue_bytes``): sized from the memory the process may use, large
+arrays handed over back to back without waiting, scalars held to their own share of it."""
+import threading
+
+import numpy as np
+import pytest
+
+import readback
+from gluon_tb import SummaryWriter
+from gluon_tb.writer import DEFAULT_MAX_QUEUE_BYTES
+from gluon_tb.writer._io import pipeline
+from gluon_tb.writer._summaries import histogram
+
+MiB, GiB = 1 << 20, 1 << 30
+
+
+@pytest.mark.parametrize("memory, bound", [(0, 64 * MiB), (1 * GiB, 64 * MiB), (8 * GiB, 256 * MiB),
+                                           (128 * GiB, 1 * GiB)])
+def test_the_default_bound_is_a_share_of_memory_within_limits(monkeypatch, memory, bound):
+    monkeypatch.setattr(pipeline, "memory_limit", lambda: memory)
+    assert pipeline.default_max_queue_bytes() == bound
+
+
+def test_a_container_limit_below_the_machine_is_the_memory(tmp_path, monkeypatch):
+    limit = tmp_path / "memory.max"
+    limit.write_text("2147483648\n")
+    unlimited = tmp_path / "v1"
+    unlimited.write_text("max\n")
+    monkeypatch.setattr(pipeline, "CGROUP_LIMITS", (str(unlimited), str(limit)))
+    assert pipeline.memory_limit() == 2 * GiB
+    monkeypatch.setattr(pipeline, "CGROUP_LIMITS", (str(unlimited),))
+    machine = pipeline.memory_limit()
+    assert machine > 2 * GiB  # the machine's memory: "max" is no limit
+    assert 64 * MiB <= DEFAULT_MAX_QUEUE_BYTES <= GiB
+
+
+def test_none_is_the_default_bound(tmp_path):
+    with SummaryWriter(tmp_path, max_queue_bytes=None) as w:
+        assert w._p.max_queue_bytes == DEFAULT_MAX_QUEUE_BYTES
+        w.add_scalar("x", 1.0, 0)
+    assert readback.scalars(str(tmp_path), ".", "x") == [(0, 1.0)]
+
+
+@pytest.fixture
+def held_writer_thread(monkeypatch):
+    """Histograms wait in the writer thread until the test lets them go."""
+    gate = threading.Event()
+    real = histogram.build_histogram
+
+    def held(tag, payload):
+        gate.wait(60)
+        return real(tag, payload)
+
+    monkeypatch.setattr(histogram, "build_histogram", held)
+    yield gate
+    gate.set()
+
+
+def test_large_arrays_fill_the_bound_and_scalars_only_their_share(tmp_path, monkeypatch, held_writer_thread):
+    monkeypatch.setattr(pipeline, "SCALAR_BOUND", 64 << 10)  # scalars: at most 64 KiB of an 8 MiB bound
+    w = SummaryWriter(tmp_path, max_queue_bytes=8 * MiB, on_full="drop")
+    arrays = [np.random.RandomState(i).rand(256 << 10).astype(np.float32) for i in range(5)]  # 1 MiB each
+    for i, a in enumerate(arrays):
+        w.add_histogram("h", a, i)
+    assert w._p.dropped == 0  # 5 MiB waiting: under the bound, nothing dropped
+    for i in range(2000):  # 2000 scalars would fit the 8 MiB bound, not the scalars' 64 KiB
+        w.add_scalar("s", float(i), i)
+    assert w._p.dropped > 0
+    held_writer_thread.set()
+    w.close()
+    d = str(tmp_path)
+    assert [e.step for e in readback.tensor_events(d, ".", "h")] == [0, 1, 2, 3, 4]
+    kept, dropped = readback.scalars(d, ".", "s"), readback.scalars(d, ".", "gluon_tb/dropped_events")
+    assert len(kept) + dropped[-1][1] == 2000
+    assert len(kept) >= (64 << 10) // pipeline.SCALAR_COST - 8 * 5  # about the share, less the histograms' items
+
+
+def test_a_blocking_writer_takes_large_arrays_under_the_bound_without_waiting(tmp_path, held_writer_thread):
+    w = SummaryWriter(tmp_path, max_queue_bytes=8 * MiB)
+    done = threading.Event()
+
+    def produce():
+        for i in range(5):
+            w.add_histogram("h", np.full(256 << 10, float(i), np.float32), i)  # 1 MiB each
+        done.set()
+
+    t = threading.Thread(target=produce, daemon=True)
+    t.start()
+    assert done.wait(30), "add_histogram waited for the writer thread under the bound"
+    late = threading.Thread(target=w.add_histogram, args=("h", np.zeros(4 << 20, np.float32), 5), daemon=True)
+    late.start()  # 16 MiB: over the bound, it waits for the writer thread
+    late.join(0.5)
+    assert late.is_alive()
+    held_writer_thread.set()
+    late.join(30)
+    w.close()
+    assert [e.step for e in readback.tensor_events(str(tmp_path), ".", "h")] == [0, 1, 2, 3, 4, 5]
