@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Dict, Mapping, Optional, Union
+from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 from ..writer import SummaryWriter
 from ..writer._common.checks import check_bool, check_logdir
@@ -12,11 +12,13 @@ from ._dist import DISTRIBUTED, Worker, WorkerMean, detect, place
 from ._conv_filters import check_conv_filters
 from ._health import GradHealth, HealthMonitor, check_grad_health
 from ._metric_names import scores
-from ._module_insight import ModuleFilters, ModuleProjector, executor_module, module_gradients
+from ._module_insight import (ModuleFilters, ModuleProfiler, ModuleProjector, ModuleWordVectors, executor_module,
+                              module_gradients)
 from ._projector import Embeddings, check_embeddings
 from ._resume import ModuleSteps
 from ._run_writers import ON_ERROR, TRAIN, VALIDATION, RunWriters
 from ._schedule import Period, schedule
+from ._word_vectors import WordVectors, check_word_vectors
 
 __all__ = ["TensorBoardCallback"]
 
@@ -83,6 +85,19 @@ class TensorBoardCallback:
         grad_health: ``True`` or :class:`GradHealth` (without ``stop``: a callback cannot stop
             ``Module.fit``): ``grad_norm/``, ``weight_norm/``, ``update_ratio/`` scalars and the
             detectors on the ``histogram_period`` schedule.
+        word_vectors: ``True`` or :class:`WordVectors`: the weight of an ``Embedding`` operator of
+            the symbol (``WordVectors.layer``: its name; ``None``: the first) in the projector,
+            its rows labelled with their tokens, at the end of ``fit`` (and every
+            ``WordVectors.every`` epochs), as for :class:`~._estimator.TensorBoardHandler`. A
+            symbol without that Embedding raises a ``ValueError`` at the first batch.
+        profile_batch: a global batch index or a ``(start, stop)`` pair (both included): MXNet's
+            profiler over those batches, as for :class:`~._estimator.TensorBoardHandler` (see
+            ``_profile.py``). ``Module.fit`` calls no callback before a batch, so the profiler
+            starts at the callback before ``start`` and ``start`` must be at least 1; a resumed
+            ``fit`` whose first batch is in the range is profiled from its next batch (one
+            warning). The executors run their operators in bulk segments, one event each
+            (``[FullyConnected,Activation,...]``); ``MXNET_EXEC_BULK_EXEC_TRAIN=0`` before
+            ``fit`` gives one event per operator.
         initial_epoch: the epoch index at which the first ``fit`` starts; ``None``: its
             ``begin_epoch``.
         initial_step: the global batch index at which the first ``fit`` starts; ``None``: that
@@ -94,7 +109,7 @@ class TensorBoardCallback:
     Example with the see-inside options::
 
         cb = TensorBoardCallback("logs/module", conv_filters=True, embeddings=200,
-                                 grad_health=True, histogram_period=10)
+                                 grad_health=True, histogram_period=10, profile_batch=(10, 12))
     """
 
     def __init__(self, logdir: Union[str, "os.PathLike[str]"], *, batch_period: Optional[int] = 1,
@@ -103,7 +118,9 @@ class TensorBoardCallback:
                  storage_options: Optional[Mapping[str, Any]] = None, histogram_period: Period = "epoch",
                  conv_filters: Union[bool, str] = False,
                  embeddings: Union[None, bool, int, Embeddings] = None,
-                 grad_health: Union[bool, GradHealth] = False, initial_epoch: Optional[int] = None,
+                 grad_health: Union[bool, GradHealth] = False,
+                 word_vectors: Union[bool, WordVectors] = False,
+                 profile_batch: Union[None, int, Tuple[int, int]] = None, initial_epoch: Optional[int] = None,
                  initial_step: Optional[int] = None) -> None:
         self._out = RunWriters(check_logdir(logdir), check_choice(on_error, "on_error", ON_ERROR),
                                check_positive_number(flush_secs, "flush_secs"), storage_options)
@@ -130,6 +147,9 @@ class TensorBoardCallback:
         self._filters = ModuleFilters(filt, self._out) if filt else None
         self._proj = ModuleProjector(emb, self._out) if emb else None
         self._health = HealthMonitor(health, self._out) if health else None
+        words = check_word_vectors(word_vectors)
+        self._words = ModuleWordVectors(words, self._out) if words else None
+        self._prof = ModuleProfiler(profile_batch, self._out)
         self._last_epoch = -1  # the last epoch of the running fit (from its num_epoch)
         self._has_eval = False
         self._evals = 0  # eval_end calls in the running fit
@@ -158,6 +178,8 @@ class TensorBoardCallback:
         if self._worker is None:
             self._join(module)
         begins = param.nbatch == 0 and param.epoch == local.get("begin_epoch", -1)
+        if begins and self._words and module is not None:
+            self._words.see_symbol(module.symbol)  # a ValueError before anything is written
         if begins:
             self._steps.fit_begins(local, self._out)  # before the first write: it may purge
         k = self._steps.next_batch()
@@ -176,6 +198,8 @@ class TensorBoardCallback:
             self._check_params(module, k)
         elif self._health:
             self._health.settle()
+        ends = bool(local.get("end_of_batch"))
+        self._prof.batch_end(k, begins, ends, ends and param.epoch == self._last_epoch)  # last: may start it
 
     def epoch_end(self, epoch: int, symbol: Any = None, arg_params: Optional[Mapping[str, Any]] = None,
                   aux_params: Optional[Mapping[str, Any]] = None) -> None:
@@ -204,8 +228,16 @@ class TensorBoardCallback:
             self._proj.log(epoch)
         elif self._proj:
             self._proj.epoch_end(epoch)
+        if self._words:
+            self._words.see_params(arg_params)
+            if last:
+                self._words.log(epoch)
+            else:
+                self._words.epoch_end(epoch)
         if last and (not self._has_eval or self._evals == 0):
             self._fit_ends()  # no validation follows (or no eval_end to see it)
+        elif not last and not self._has_eval:
+            self._prof.between_epochs(self._steps.step)
 
     def eval_end(self, param: Any) -> None:
         """``eval_end_callback``: the validation values of the epoch."""
@@ -216,6 +248,8 @@ class TensorBoardCallback:
                                self._steps.epoch(param.epoch))
         if param.epoch == self._last_epoch and not self._out.muted:
             self._fit_ends()
+        elif not self._out.muted:
+            self._prof.between_epochs(self._steps.step)  # after the validation
 
     def flush(self) -> None:
         """Return when everything logged so far is written."""
@@ -223,6 +257,7 @@ class TensorBoardCallback:
 
     def close(self) -> None:
         """Write everything and close the event files (logging again opens new ones)."""
+        self._prof.finish(self._steps.step - 1)  # a range cut short by a fit that raised
         if self._health:
             self._health.settle(wait=True)
         self._out.close()
@@ -248,7 +283,8 @@ class TensorBoardCallback:
             self._proj.see_fit(module, local.get("eval_data"))
 
     def _fit_ends(self) -> None:
-        """The last epoch of ``fit`` is over: judge the last checks, then flush."""
+        """The last epoch of ``fit`` is over: end a profiled range, judge the last checks, then flush."""
+        self._prof.finish(self._steps.step - 1)
         if self._health:
             self._health.settle(wait=True)
         self._out.flush()

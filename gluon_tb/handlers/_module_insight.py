@@ -19,6 +19,12 @@ and ``eval_data`` in ``locals``, and ``arg_params`` at each epoch end.
   :class:`~._health.HealthMonitor` is used as the estimator uses it (its helper thread reads the
   detectors' values, never the training thread); ``Module.fit`` cannot be stopped by a
   callback, so ``GradHealth(stop=...)`` is refused.
+* ``word_vectors``: the weight of an ``Embedding`` operator of the symbol (found at the first
+  batch of each ``fit``), ``arg_params[<its weight>]`` as ``fit`` hands it to ``epoch_end`` (the
+  module's own host copy; the writer takes its copy on the engine), through
+  :class:`~._word_vectors.WordVectorsLogger`.
+* ``profile_batch``: :class:`~._profile.BatchProfiler` started at the last callback before batch
+  ``start`` (:class:`ModuleProfiler` says which), stopped at ``batch_end`` of ``stop``.
 """
 from __future__ import annotations
 
@@ -28,9 +34,11 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 from ..writer import SummaryWriter
 from ._conv_filters import write_filters
 from ._histograms import batch_gradient
+from ._profile import BatchProfiler, check_profile_batch
 from ._projector import Embeddings, Projector
 from ._run_writers import TRAIN, RunWriters
-from ._symbol import SymbolProbe, classifier_input, conv_layer, layer_output
+from ._symbol import SymbolProbe, _graph, classifier_input, conv_layer, layer_output
+from ._word_vectors import WordVectorsLogger
 
 
 def _cpu_copy(x: Any, n: Optional[int] = None) -> Any:
@@ -140,6 +148,97 @@ class ModuleProjector(Projector):
         arg_params, aux_params = self._module.get_params()
         feats, pred = self._probe({self._data_name: x}, arg_params, aux_params)
         return mx.nd.flatten(feats), (pred.argmax(axis=-1) if len(pred.shape) > 1 else pred)
+
+
+def embedding_layer(symbol: Any, name: Optional[str]) -> Tuple[str, int]:
+    """``(weight argument name, rows)`` of the ``Embedding`` operator ``name`` of ``symbol``, or its first."""
+    nodes = _graph(symbol)["nodes"]
+    embs = [n for n in nodes if n["op"] == "Embedding"]
+    if name is None and not embs:
+        ops = ", ".join(n["name"] for n in nodes if n["op"] != "null")
+        raise ValueError(f"word_vectors needs an Embedding layer, and the symbol has none (its layers are {ops})")
+    node = embs[0] if name is None else next((n for n in embs if n["name"] == name), None)
+    if node is None:
+        kind = next((n["op"] for n in nodes if n["name"] == name), None)
+        got = f"a {kind}" if kind else "not a layer of the symbol"
+        raise ValueError(f"word_vectors: layer must name an Embedding of the symbol "
+                         f"({', '.join(n['name'] for n in embs) or 'it has none'}), got {name!r} ({got})")
+    return nodes[node["inputs"][1][0]]["name"], int(node.get("attrs", {})["input_dim"])
+
+
+class ModuleWordVectors(WordVectorsLogger):
+    """``word_vectors`` for Module: the Embedding operator's weight from ``arg_params`` at epoch end."""
+
+    def __init__(self, cfg: Any, out: RunWriters) -> None:
+        super().__init__(cfg, out)
+        self._symbol: Any = None
+        self._arg = ""
+
+    def see_symbol(self, symbol: Any) -> None:
+        """At the first batch of a ``fit``: find the Embedding, check the vocabulary (ValueError)."""
+        if symbol is not self._symbol:
+            self._arg, rows = embedding_layer(symbol, self.cfg.layer)
+            self.choose(rows)
+            self._symbol = symbol
+
+    def see_params(self, arg_params: Any) -> None:
+        """At epoch end, before :meth:`epoch_end` or :meth:`log`: the weight to log."""
+        self._weight = (arg_params or {}).get(self._arg)
+
+    def _array(self) -> Any:
+        return self._weight
+
+
+class ModuleProfiler:
+    """``profile_batch`` for ``Module.fit``, which calls nothing before a batch: the profiler is
+    started at the last callback before batch ``start``.
+
+    That is ``batch_end`` of ``start - 1`` inside an epoch; across epochs, ``eval_end`` (or
+    ``epoch_end`` without ``eval_data``), so that the epoch's validation is not profiled. The
+    first batch of a ``fit`` has no callback before it: ``start`` 0 is refused here, and a
+    resumed (or second) ``fit`` whose first batch is in the range is profiled from its next
+    batch, with one warning. It stops at ``batch_end`` of ``stop``, or of ``fit``'s last batch
+    when the range goes on past it (before the last validation), or at the end of ``fit`` (or at
+    ``close``) when that batch was not seen.
+    """
+
+    def __init__(self, value: Any, out: RunWriters) -> None:
+        batches = check_profile_batch(value)
+        if batches is not None and batches[0] == 0:
+            raise ValueError(f"profile_batch cannot start at global batch 0 with TensorBoardCallback: "
+                             f"Module.fit calls no callback before its first batch, so the profiler "
+                             f"cannot be started before it; start at 1 (profile_batch=(1, ...)), got {value!r}")
+        self._prof = BatchProfiler(batches, out) if batches else None
+        self._out = out
+
+    def batch_end(self, k: int, first: bool, last_of_epoch: bool, last_of_fit: bool) -> None:
+        """Last in ``batch_end`` of global batch ``k``: stop after ``stop`` (or ``fit``'s last
+        batch), start before ``k + 1``."""
+        p = self._prof
+        if p is None:
+            return
+        p.batch_end(k)
+        if last_of_fit:
+            p.finish(k)
+        if not p.done and p.start <= k <= p.stop:  # batch k ran, unprofiled: nothing came before it
+            then = f"profiling from batch {k + 1}" if k < p.stop else "nothing is profiled"
+            why = ("is the first of this fit, and Module.fit calls no callback before its first batch"
+                   if first else "came after an epoch's end without a callback (pass cb.epoch_end as "
+                   "epoch_end_callback and cb.eval_end as eval_end_callback)")
+            self._out.say_once("profile-start", f"gluon_tb: profile_batch: global batch {k} {why}; {then}",
+                               logging.WARNING)
+        if not last_of_epoch:
+            p.batch_begin(k + 1)
+
+    def between_epochs(self, step: int) -> None:
+        """After an epoch that is not ``fit``'s last, and its validation: before global batch ``step``."""
+        if self._prof is not None:
+            self._prof.batch_begin(step)
+
+    def finish(self, last: int) -> None:
+        """The end of ``fit`` (or ``close``): a range that goes on past it ends at batch ``last``."""
+        if self._prof is not None:
+            self._prof.finish(last)
 
 
 class _ParamView:

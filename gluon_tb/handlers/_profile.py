@@ -8,6 +8,15 @@ waited on, the profiler stopped, its trace dumped and handed to the writer (run 
 ``plugins/profile/<session>/<host>.xplane.pb``, see ``writer/_summaries/profile.py``), and its aggregate
 table logged as Markdown text ``profile/operator_stats`` at the last profiled batch's step.
 Outside the range no profiler function is called. It profiles once per handler.
+(``TensorBoardCallback``: ``Module.fit`` calls nothing before a batch, so the profiler is started at
+the callback before batch ``start``; ``_module_insight.py``'s :class:`~._module_insight.ModuleProfiler`.)
+
+A failure of the profiler itself (``set_config``, ``set_state``, ``dump``, ``dumps``) is the
+handler's ``on_error``'s, like a writer's: ``"raise"`` raises it, ``"warn"`` gives one warning
+and training goes on without the profile; either way the profiler is stopped and set back first
+(best effort), and nothing already logged is touched. An error of ``mx.nd.waitall()`` is the
+training's own and always raises. When the ``fit`` has already raised (``finish(log=False)``) a
+profiler failure is only logged, so that it does not hide the ``fit``'s error.
 
 MXNet 1.9.1 cannot say whether its profiler is running (no query in its C API), so a user's
 own profiler session cannot be detected, only avoided: with ``MXNET_PROFILER_AUTOSTART`` set
@@ -27,7 +36,7 @@ from typing import Any, List, Optional, Tuple
 
 from ..writer._common.checks import describe, is_python_int
 from ..writer import SummaryWriter
-from ._run_writers import TRAIN, RunWriters
+from ._run_writers import TRAIN, RunWriters, logger
 
 TEXT_TAG = "profile/operator_stats"
 # MXNet's defaults, but os.devnull for the file: MXNet closes the last (unfinished) dump's JSON
@@ -81,6 +90,7 @@ class BatchProfiler:
         self.start, self.stop = batches
         self._out = out
         self._dir: Optional[str] = None
+        self._first = self.start  # the first profiled batch (a resumed fit's may be later)
         self.done = False
 
     @property
@@ -97,11 +107,17 @@ class BatchProfiler:
             return
         import mxnet as mx
 
-        self._dir = tempfile.mkdtemp(prefix="gluon_tb_profile_")
-        self._first = step
-        mx.profiler.set_config(profile_all=True, aggregate_stats=True,
-                               filename=os.path.join(self._dir, "trace.json"))
-        mx.profiler.set_state("run")
+        folder = tempfile.mkdtemp(prefix="gluon_tb_profile_")
+        try:
+            mx.profiler.set_config(profile_all=True, aggregate_stats=True,
+                                   filename=os.path.join(folder, "trace.json"))
+            mx.profiler.set_state("run")
+        except Exception as e:  # noqa: BLE001 - the on_error policy decides
+            _give_back(mx)
+            shutil.rmtree(folder, ignore_errors=True)
+            self._out.failed(e)
+            return
+        self._dir, self._first = folder, step
 
     def batch_end(self, step: int) -> None:
         if self.running and step >= self.stop:
@@ -116,14 +132,36 @@ class BatchProfiler:
 
         self._dir = None
         try:
-            mx.nd.waitall()  # the profiled batches' operators have run
-            mx.profiler.set_state("stop")
-            mx.profiler.dump(finished=False)  # see writer/_summaries/profile.trace_events
-            table = mx.profiler.dumps(reset=True)
-            mx.profiler.set_config(**_DEFAULTS)
-            if log:
+            try:
+                mx.nd.waitall()  # the profiled batches' operators have run
+            except BaseException:  # the training's own error: raised whatever on_error says
+                _give_back(mx)
+                raise
+            try:
+                mx.profiler.set_state("stop")
+                mx.profiler.dump(finished=False)  # see writer/_summaries/profile.trace_events
+                table = mx.profiler.dumps(reset=True)
+                mx.profiler.set_config(**_DEFAULTS)
+            except Exception as e:  # noqa: BLE001 - the on_error policy decides
+                _give_back(mx)
+                if log:
+                    self._out.failed(e)
+                else:
+                    logger.warning("gluon_tb: profile_batch: MXNet's profiler failed after fit raised "
+                                   "(%s: %s)", type(e).__name__, e)
+                return
+            if log:  # each under on_error: one failing does not stop the other
                 self._out.call(TRAIN, SummaryWriter.add_profile, os.path.join(folder, "trace.json"))
                 head = f"MXNet profiler, global batches {self._first} to {step}\n\n"
                 self._out.call(TRAIN, SummaryWriter.add_text, TEXT_TAG, head + stats_markdown(table), step)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def _give_back(mx: Any) -> None:
+    """Best effort after a failure: the profiler stopped, with MXNet's defaults (errors ignored)."""
+    for call in (lambda: mx.profiler.set_state("stop"), lambda: mx.profiler.set_config(**_DEFAULTS)):
+        try:
+            call()
+        except Exception:  # noqa: BLE001 - already failing; the first error is the one reported
+            pass

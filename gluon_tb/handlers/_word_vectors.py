@@ -13,6 +13,9 @@ the weight, ``(top, dim)``, and one metadata column of tokens, at the end of tra
 ``every=k``, at the end of epochs ``k - 1``, ``2k - 1``, ... The weight goes to the writer as an
 NDArray (``nd.take`` of the rows where they are not all, in order): nothing is read on the
 training thread.
+
+``TensorBoardCallback`` (``Module.fit``) logs the same from a symbol's ``Embedding`` operator:
+``_module_insight.py``'s :class:`~._module_insight.ModuleWordVectors`.
 """
 from __future__ import annotations
 
@@ -28,7 +31,8 @@ from ._schedule import every_epochs
 
 
 class WordVectors:
-    """Options of ``TensorBoardHandler(word_vectors=...)``: an Embedding's rows with their tokens.
+    """Options of ``TensorBoardHandler(word_vectors=...)`` and ``TensorBoardCallback(word_vectors=...)``:
+    an Embedding's rows with their tokens.
 
     Example::
 
@@ -41,7 +45,9 @@ class WordVectors:
     Args:
         layer: the ``nn.Embedding``: its block name (``"lm_embedding0"``, or without the net's
             prefix, ``"embedding0"``) or its parameter prefix (``"lm_embedding0_"``);
-            ``None``: the first Embedding of the net.
+            ``None``: the first Embedding of the net. With ``TensorBoardCallback``: the name of
+            an ``Embedding`` operator of the module's symbol (``mx.sym.Embedding(..., name=
+            "embedding0")``); ``None``: its first.
         vocab: the token of each row: a ``gluonnlp.Vocab`` (its ``idx_to_token``) or a sequence
             of str, as long as the Embedding has rows; ``None``: the row indices.
         counts: ``{token: count}`` (the ``Counter`` the vocabulary was built from): the rows are
@@ -140,14 +146,18 @@ class WordVectorsLogger:
 
     def train_begin(self, net: Any) -> None:
         """Find the Embedding and check the vocabulary against it (raises before training)."""
+        emb = find_embedding(net, self.cfg.layer)
+        self.choose(int(emb.weight.shape[0]))
+        self._weight = emb.weight
+
+    def choose(self, rows: int) -> None:
+        """The rows to log and their labels, for an Embedding of ``rows`` rows (raises on a
+        vocabulary of another length)."""
         import mxnet as mx
 
-        emb = find_embedding(net, self.cfg.layer)
-        rows = int(emb.weight.shape[0])
         idx = self.cfg.order(rows)
         tokens = self.cfg.tokens
         self._labels = [tokens[i] for i in idx] if tokens is not None else [str(i) for i in idx]
-        self._weight = emb.weight
         self._take = None if idx == list(range(rows)) else mx.nd.array(idx, dtype="int64")
 
     def epoch_end(self, epoch: int) -> None:
@@ -160,10 +170,14 @@ class WordVectorsLogger:
         self._logged = step
         self._out.call(TRAIN, self._write, step)
 
+    def _array(self) -> Any:
+        """The weight as an NDArray (the Parameter's, on its first device)."""
+        return self._weight.list_data()[0]
+
     def _write(self, w: SummaryWriter, step: int) -> None:
         import mxnet as mx
 
-        weight = self._weight.list_data()[0]
+        weight = self._array()
         if self._take is not None:
             weight = mx.nd.take(weight, self._take.as_in_context(weight.context), axis=0)
         w.add_embedding(self.cfg.tag, weight, labels=self._labels, global_step=step)
