@@ -319,3 +319,33 @@ def test_nothing_left_in_the_working_directory(tmp_path):
                    env=env, check=True, timeout=120, capture_output=True)
     assert sorted(os.listdir(tmp_path)) == ["logs"]
     assert len(glob.glob(str(tmp_path / "logs/train/plugins/profile/*/*.xplane.pb"))) == 1
+
+
+# ------------------------------------------------------------ profiler failures and on_error
+@pytest.mark.parametrize("name", ["dump", "set_config"])
+def test_profiler_failure_follows_on_error(tmp_path, profiler_calls, monkeypatch, name):
+    """A failing profiler call raises under on_error="raise"; under "warn" one warning, and the fit
+    goes on with everything but the profile."""
+    real = getattr(mx.profiler, name)
+
+    def broken(*a, **k):
+        if name != "set_config" or k.get("profile_all"):  # set_config: only the profiler's start
+            raise RuntimeError(f"injected {name} failure")
+        return real(*a, **k)
+    monkeypatch.setattr(mx.profiler, name, broken)
+    with pytest.raises(RuntimeError, match=f"injected {name} failure"):
+        make_estimator().fit(loader(), epochs=1, event_handlers=[TensorBoardHandler(str(tmp_path / "r"),
+                                                                                    profile_batch=(2, 3))])
+    assert profiler_calls[-1:] == ["stop"]  # the profiler is given back stopped
+    del profiler_calls[:]
+    handler = TensorBoardHandler(str(tmp_path / "w"), profile_batch=(2, 3), on_error="warn")
+    with pytest.warns(RuntimeWarning) as w:
+        make_estimator().fit(loader(), epochs=2, event_handlers=[handler])
+    assert [str(x.message) for x in w if "gluon_tb" in str(x.message)] == \
+        [f"gluon_tb: writing to {tmp_path / 'w'} failed (RuntimeError: injected {name} failure); training "
+         "goes on (on_error='warn'), later writer errors are only counted"]
+    assert profiler_calls[-1:] == ["stop"]
+    acc = multiplexer(str(tmp_path / "w")).GetAccumulator("train")
+    assert [e.step for e in acc.Tensors("batch_loss")] == list(range(12))
+    assert "profile/operator_stats" not in acc.Tags()["tensors"]
+    assert glob.glob(str(tmp_path / "w" / "train" / "plugins" / "profile" / "*" / "*")) == []
