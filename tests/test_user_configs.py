@@ -495,3 +495,43 @@ def test_a_batch_processor_without_losses_gets_no_nan_validation_loss(tmp_path):
             event_handlers=[TensorBoardHandler(d, histogram_period=None, images=False, graph=False)])
     assert {t for r, t in readback.tags(d) if r == "validation"} == {"epoch_accuracy"}
     assert steps(d, "validation", "epoch_accuracy") == [0, 1]
+
+
+class TrainLossByHand(BatchEnd, EpochEnd):
+    """Before gluon_tb: the mean per-sample training loss of each epoch, read on the host."""
+
+    priority = 0
+
+    def __init__(self):
+        self.total, self.count, self.means = 0.0, 0, []
+
+    def batch_end(self, estimator, *args, **kwargs):
+        for l in kwargs["loss"]:
+            self.total += l.asnumpy().astype(np.float64).sum()
+            self.count += l.size
+        return False
+
+    def epoch_end(self, estimator, *args, **kwargs):
+        self.means.append(self.total / self.count)
+        self.total, self.count = 0.0, 0
+        return False
+
+
+@pytest.mark.parametrize("devices", [1, 2])
+def test_epoch_losses_summed_in_chunks_equal_the_mean_of_every_sample(tmp_path, monkeypatch, devices):
+    """Without a Loss metric the epoch losses are added up a chunk of batches at a time; chunks
+    of 3 over batches of 16, 16, 16, 16, 6 samples (two shapes), on one or two devices."""
+    from gluon_tb.handlers import _epoch_values
+
+    monkeypatch.setattr(_epoch_values.LossSum, "CHUNK", 3)
+    d = str(tmp_path)
+    ctx = [mx.cpu(i) for i in range(devices)]
+    est = make_est(make_net(ctx), ctx)
+    train_hand, val_hand = TrainLossByHand(), ValLossByHand(loader(38, seed=1))
+    est.fit(loader(70), val_data=loader(38, seed=1), epochs=2,
+            event_handlers=[train_hand, val_hand,
+                            TensorBoardHandler(d, histogram_period=None, images=False, graph=False)])
+    for run, want in (("train", train_hand.means), ("validation", val_hand.means)):
+        got = readback.scalars(d, run, "epoch_loss")
+        assert [s for s, _ in got] == [0, 1]
+        np.testing.assert_allclose([v for _, v in got], want, rtol=1e-5)

@@ -301,6 +301,8 @@ class Pipeline(Worker):
 
     def take_error(self) -> Optional[BaseException]:
         """The error the worker met (raised once: it is forgotten here), or None."""
+        if self.error is None:  # the common case, without the lock (the worker may hold it)
+            return None
         with self._lock:
             err, self.error = self.error, None
         return err
