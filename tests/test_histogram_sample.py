@@ -119,3 +119,28 @@ def test_the_stride_never_takes_a_single_column(tmp_path):
 def test_bad_histogram_sample_names_the_argument(tmp_path, value, exc):
     with pytest.raises(exc, match="histogram_sample"):
         TensorBoardHandler(tmp_path, histogram_sample=value)
+
+
+@pytest.mark.parametrize("period", ["epoch", 2])
+def test_module_callback_samples_the_same_way(tmp_path, period):
+    from gluon_tb.handlers import TensorBoardCallback
+
+    data = mx.sym.var("data")
+    emb = mx.sym.Embedding(data, input_dim=VOCAB, output_dim=DIM, name="emb")
+    out = mx.sym.SoftmaxOutput(mx.sym.FullyConnected(mx.sym.flatten(emb), num_hidden=4, name="fc"),
+                               name="softmax")
+    rs = np.random.RandomState(0)
+    it = mx.io.NDArrayIter(rs.randint(0, VOCAB, (N, 2)).astype("float32"),
+                           rs.randint(0, 4, N).astype("float32"), batch_size=BATCH)
+    mod = mx.mod.Module(out, context=mx.cpu())
+    d = tmp_path / "module"
+    with TensorBoardCallback(d, histogram_sample=1000, histogram_period=period, graph=False) as cb:
+        mod.fit(it, num_epoch=2, batch_end_callback=cb, epoch_end_callback=cb.epoch_end,
+                optimizer_params={"learning_rate": 0.1})
+    last = 2 * (N // BATCH) - 1 if period == "epoch" else 4
+    weights = mod.get_params()[0]["emb_weight"].asnumpy()
+    got = buckets(d, "weights/emb_weight", last)
+    assert got[:, 2].sum() == 800
+    if period == "epoch":  # the final weights (at batch 4 they were those after its update)
+        np.testing.assert_array_equal(got, reference(tmp_path, weights.ravel()[::3]))
+    assert buckets(d, "weights/fc_weight", last)[:, 2].sum() == 4 * 2 * DIM  # small: every value

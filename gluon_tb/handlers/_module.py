@@ -7,7 +7,9 @@ from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 from ..writer import SummaryWriter
 from ..writer._common.checks import check_bool, check_logdir
-from ._checks import ParamFilter, check_choice, check_positive_number, check_start, param_selector
+from ._checks import (ParamFilter, check_choice, check_positive_int, check_positive_number, check_start,
+                      param_selector)
+from ._histograms import SAMPLE, sampled
 from ._dist import DISTRIBUTED, Worker, WorkerMean, detect, place
 from ._conv_filters import check_conv_filters
 from ._health import GradHealth, HealthMonitor, check_grad_health
@@ -75,6 +77,9 @@ class TensorBoardCallback:
             (default): at each epoch end (``grad_health`` at the epoch's last batch); an int
             ``k``: at global batches ``0, k, 2k, ...`` (weights as the module's executors hold
             them after that batch's update); ``None``: never.
+        histogram_sample: a parameter with more values than this is histogrammed from an
+            evenly strided sample of about this many of them (as for
+            :class:`~._estimator.TensorBoardHandler`); ``None``: every value.
         conv_filters: ``True`` (the first 2-D ``Convolution`` of the symbol) or its name:
             ``conv_filters/<layer>`` and ``feature_maps/<layer>`` (for the first input of the
             first batch) at each epoch end.
@@ -116,7 +121,7 @@ class TensorBoardCallback:
                  weights: bool = True, params: ParamFilter = None, graph: bool = True,
                  on_error: str = "raise", flush_secs: float = 2.0, distributed: str = "rank0",
                  storage_options: Optional[Mapping[str, Any]] = None, histogram_period: Period = "epoch",
-                 conv_filters: Union[bool, str] = False,
+                 histogram_sample: Optional[int] = SAMPLE, conv_filters: Union[bool, str] = False,
                  embeddings: Union[None, bool, int, Embeddings] = None,
                  grad_health: Union[bool, GradHealth] = False,
                  word_vectors: Union[bool, WordVectors] = False,
@@ -128,6 +133,8 @@ class TensorBoardCallback:
         self._hist = schedule(histogram_period, "histogram_period", allow_epoch=True)
         self._weights = check_bool(weights, "weights")
         self._want = param_selector(params)
+        self._sample = None if histogram_sample is None else check_positive_int(histogram_sample,
+                                                                                 "histogram_sample")
         self._graph = check_bool(graph, "graph")
         self._graph_done = False
         self._steps = ModuleSteps(check_start(initial_epoch, "initial_epoch"),
@@ -216,10 +223,10 @@ class TensorBoardCallback:
                                "or training values are not logged")
         if self._weights and self._hist.per_epoch and arg_params:
             step = max(self._steps.step - 1, 0)
-            for name in sorted(arg_params):
-                if self._want(name):
-                    self._out.call(TRAIN, SummaryWriter.add_histogram, f"weights/{name}", arg_params[name],
-                                   step)
+            arrays = {f"weights/{name}": sampled(arg_params[name], self._sample)
+                      for name in sorted(arg_params) if self._want(name)}
+            if arrays:  # one call: one MXNet operation copies them all
+                self._out.call(TRAIN, SummaryWriter.add_histograms, arrays, step)
         if self._out.muted:
             return
         if self._filters:
@@ -298,7 +305,8 @@ class TensorBoardCallback:
             return
         if self._weights and self._hist.every is not None:
             g = module._exec_group  # the executors' weights (device 0), no host copy
-            arrays = {f"weights/{n}": ws[0] for n, ws in zip(g.param_names, g.param_arrays) if self._want(n)}
+            arrays = {f"weights/{n}": sampled(ws[0], self._sample)
+                      for n, ws in zip(g.param_names, g.param_arrays) if self._want(n)}
             if arrays:
                 self._out.call(TRAIN, SummaryWriter.add_histograms, arrays, k)
         if self._health:
