@@ -158,7 +158,7 @@ class _ScribblingPool(BufferPool):
     """Overwrites every buffer the moment it is handed back, as an immediate reuse would."""
 
     def give(self, buf):
-        buf[:] = np.nan
+        buf[:] = np.nan if np.dtype(buf.dtype).kind == "f" else 123
         super().give(buf)
 
 
@@ -173,3 +173,32 @@ def test_the_worker_hands_a_buffer_back_only_after_reading_it(make):
     values = [summary_pb2.Summary.Value.FromString(b) for b in build_histograms("a", group)]
     assert [(v.histo.num, v.histo.min, v.histo.max) for v in values] == [(101, -1, 1), (101, -2, 2)]
     assert pool.idle_bytes == 2 * x.nbytes  # and both were handed back
+
+
+@pytest.mark.parametrize("make", [np.asarray, lambda a: mx.nd.array(a, dtype=a.dtype)], ids=["numpy", "ndarray"])
+@pytest.mark.parametrize("dtype", [np.float32, np.uint8])
+def test_an_image_copy_is_handed_back_only_after_its_png_is_made(make, dtype):
+    """uint8 images are tiled without a conversion: the grid is a view of the copy, so the copy
+    may go back only once the PNG is encoded."""
+    from tensorboard.compat.proto import summary_pb2
+
+    import io
+
+    from PIL import Image
+
+    from gluon_tb.writer._summaries.image import build_image, capture_image, capture_images
+
+    def decode_png(data):
+        return np.asarray(Image.open(io.BytesIO(data)))
+
+    x = (np.random.RandomState(0).rand(4, 3, 8, 8) * (255 if dtype == np.uint8 else 1)).astype(dtype)
+    pool = _ScribblingPool(1 << 20)
+    payloads = [capture_images(make(x), pool=pool), capture_image(make(x[0]), pool=pool)]
+    pngs = [summary_pb2.Summary.Value.FromString(build_image("i", p)).image.encoded_image_string
+            for p in payloads]
+    assert pool.idle_bytes == (x.nbytes + x[0].nbytes if make is np.asarray else 0)  # numpy's handed back
+    want = x if dtype == np.uint8 else (x * 255).round().astype(np.uint8)  # the pixels' policy
+    one = decode_png(pngs[1])
+    np.testing.assert_allclose(one.astype(int), want[0].transpose(1, 2, 0).astype(int), atol=1)
+    grid = decode_png(pngs[0])
+    assert grid.shape[2] == 3 and not (grid == 0).all()

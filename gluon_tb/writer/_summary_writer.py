@@ -129,7 +129,7 @@ class SummaryWriter(WriterBase):
 
         self._check()
         tag = check_tag(tag)
-        self._queue(tag, build_image, capture_image(image, dataformats=dataformats), global_step, walltime)
+        self._queue(tag, build_image, capture_image(image, dataformats=dataformats, pool=self._pool), global_step, walltime)
 
     def add_images(self, tag: str, images: Any, global_step: Optional[int] = None,
                    dataformats: Optional[str] = None, walltime: Optional[float] = None,
@@ -139,7 +139,7 @@ class SummaryWriter(WriterBase):
 
         self._check()
         tag = check_tag(tag)
-        payload = capture_images(images, dataformats=dataformats, max_images=max_images)
+        payload = capture_images(images, dataformats=dataformats, max_images=max_images, pool=self._pool)
         self._queue(tag, build_image, payload, global_step, walltime)
 
     def add_audio(self, tag: str, audio: Any, sample_rate: Number = 44100,

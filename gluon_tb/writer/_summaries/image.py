@@ -1,14 +1,16 @@
 """Images: one image, or a batch tiled into one grid, written as PNG.
 
 ``capture_image``/``capture_images`` run on the caller's thread: they check the
-shape, layout (:mod:`.layouts`) and dtype and take a copy (:mod:`.capture`);
+shape, layout (:mod:`.layouts`) and dtype and take a copy (into a buffer of the writer's
+:class:`~.copy_buffers.BufferPool` where one is idle: a batch of images is logged again and
+again, and fresh memory costs more than the copy);
 ``build_image`` runs on the worker: converts to uint8, tiles and PNG-encodes
 (:mod:`.pixels`, which states the value policy) and returns a legacy
 ``Summary.Value.image`` (TensorBoard migrates it to the images plugin on load).
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -16,6 +18,7 @@ from .._format import proto as _proto
 from .._common.arrays import to_numpy
 from .._common.checks import describe, is_int
 from .capture import array_nbytes, check_array, snapshot
+from .copy_buffers import BufferPool
 from .layouts import BATCH, SINGLE, resolve_layout, to_nchw
 from .pixels import encode_png, tile_images, to_uint8
 
@@ -27,6 +30,7 @@ class ImagePayload(NamedTuple):
     """What ``capture_image(s)`` hands to the worker."""
 
     array: Any  # a private numpy copy or an NDArray copy
+    pool: Optional[BufferPool]  # where ``array`` goes back once read (None: nowhere)
     layout: str  # one of layouts.SINGLE + layouts.BATCH
     nrow: Optional[int] = None  # images per grid row of a batch; None: ceil(sqrt(N))
 
@@ -36,7 +40,8 @@ class ImagePayload(NamedTuple):
 
 
 # ------------------------------------------------------------ capture (caller thread)
-def capture_image(image: Any, dataformats: Optional[str] = None) -> ImagePayload:
+def capture_image(image: Any, dataformats: Optional[str] = None,
+                  pool: Optional[BufferPool] = None) -> ImagePayload:
     """Check and copy one image (or, for 4-D input as in mxboard, a batch to tile
     ``MXBOARD_NROW`` per row, as mxboard's ``add_image``).
 
@@ -48,11 +53,11 @@ def capture_image(image: Any, dataformats: Optional[str] = None) -> ImagePayload
     """
     x, shape = check_array(image, "image")
     layout = resolve_layout(x, shape, dataformats, "image", SINGLE + BATCH)
-    return ImagePayload(snapshot(x), layout, MXBOARD_NROW if layout in BATCH else None)
+    return ImagePayload(*_copy(x, pool), layout=layout, nrow=MXBOARD_NROW if layout in BATCH else None)
 
 
 def capture_images(images: Any, dataformats: Optional[str] = None,
-                   max_images: Optional[int] = None) -> ImagePayload:
+                   max_images: Optional[int] = None, pool: Optional[BufferPool] = None) -> ImagePayload:
     """Check and copy a batch of images, tiled into one grid by the worker.
 
     ``dataformats`` is 'NCHW', 'NHWC' or 'NHW'. ``None`` infers it: 4-D is NCHW
@@ -69,18 +74,32 @@ def capture_images(images: Any, dataformats: Optional[str] = None,
             raise ValueError(f"max_images must be a positive int or None, got {max_images}")
         if shape[0] > max_images:
             x = x[: int(max_images)]
-    return ImagePayload(snapshot(x), layout)
+    return ImagePayload(*_copy(x, pool), layout=layout)
+
+
+def _copy(x: Any, pool: Optional[BufferPool]) -> Tuple[Any, Optional[BufferPool]]:
+    """A private copy of ``x`` and the pool it goes back to: numpy into an idle buffer of
+    ``pool`` where there is one (the caller's time is the copy's); an NDArray fresh, on MXNet's
+    engine (off the caller's time), not pooled."""
+    if pool is not None and isinstance(x, np.ndarray):
+        return pool.copy_numpy(x), pool
+    return snapshot(x), None
 
 
 # ------------------------------------------------------------ build (worker thread)
 def image_hwc(payload: ImagePayload, name: str = "image") -> np.ndarray:
-    """The payload as one uint8 H×W×C image (a grid for a batch)."""
+    """The payload as one uint8 H×W×C image (a grid for a batch; it may be a view of the copy)."""
     arr = to_numpy(payload.array, name)
     return tile_images(to_uint8(to_nchw(arr, payload.layout)), nrow=payload.nrow)
 
 
 def build_image(tag: str, payload: ImagePayload) -> bytes:
     """Encode the payload as PNG in a ``Summary.Value.image``."""
-    hwc = image_hwc(payload)
-    h, w, c = hwc.shape
-    return _proto.value(tag, image=_proto.image(h, w, c, encode_png(hwc)))
+    try:
+        hwc = image_hwc(payload)
+        h, w, c = hwc.shape
+        png = encode_png(hwc)
+    finally:  # the copy is read (the grid may be a view of it): it may be reused
+        if payload.pool is not None:
+            payload.pool.give(payload.array)
+    return _proto.value(tag, image=_proto.image(h, w, c, png))
