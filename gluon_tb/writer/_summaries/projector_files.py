@@ -24,7 +24,6 @@ import numpy as np
 
 from .._common.arrays import is_ndarray, to_numpy
 from .layouts import to_nchw
-from .pixels import encode_png, to_uint8
 
 MAX_SPRITE_SIZE = 8192
 EMPTY_LABEL = "<empty>"
@@ -113,6 +112,8 @@ def _area_weights(src: int, dst: int) -> np.ndarray:
 
 def sprite_png(images: Any) -> Tuple[bytes, Tuple[int, int]]:
     """The sprite PNG and the thumbnail ``(width, height)``."""
+    from .pixels import encode_png, to_uint8  # only with images: not on a first add_embedding's path
+
     arr = to_numpy(images, "images")
     arr = to_nchw(arr, "NHW" if arr.ndim == 3 else "NCHW")
     n, c, h, w = arr.shape
