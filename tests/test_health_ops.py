@@ -1,0 +1,74 @@
+"""What ``grad_health`` costs the training thread: a handful of MXNet operations per check, not
+a dozen per parameter (each costs it tens of microseconds while the engine is busy). Counted by
+wrapping MXNet's operator call; the values themselves are checked in test_insight.py."""
+import warnings
+
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet import gluon
+from mxnet.gluon.contrib.estimator import Estimator
+from mxnet.ndarray import register
+
+import readback
+from gluon_tb.handlers import TensorBoardHandler, _health
+
+warnings.filterwarnings("ignore", message="No trainer specified")
+
+
+@pytest.fixture
+def ops_per_check(monkeypatch):
+    """``[(observe ops, finish ops)]`` of every check."""
+    counted, inside = [0], [False]
+    real = register._imperative_invoke
+
+    def counting(*a, **k):
+        if inside[0]:
+            counted[0] += 1
+        return real(*a, **k)
+
+    monkeypatch.setattr(register, "_imperative_invoke", counting)
+    checks = []
+    for name in ("observe", "finish"):
+        method = getattr(_health.HealthMonitor, name)
+
+        def wrapped(self, *a, _method=method, _name=name, **k):
+            if self._fresh is None and _name == "finish":  # nothing observed: not a check
+                return _method(self, *a, **k)
+            inside[0], counted[0] = True, 0
+            try:
+                return _method(self, *a, **k)
+            finally:
+                inside[0] = False
+                if _name == "observe":
+                    checks.append([counted[0], None])
+                else:
+                    checks[-1][1] = counted[0]
+
+        monkeypatch.setattr(_health.HealthMonitor, name, wrapped)
+    return checks
+
+
+def test_a_check_costs_a_few_operations_whatever_the_parameter_count(tmp_path, ops_per_check):
+    net = gluon.nn.HybridSequential()
+    net.add(gluon.nn.Conv2D(4, 3, activation="relu"), gluon.nn.Flatten(),
+            gluon.nn.Dense(300, activation="relu"), gluon.nn.Dense(16, activation="relu"),
+            gluon.nn.Dense(4))  # 8 parameters, each under 65,536 values (the largest 300 x 144)
+    big = gluon.nn.Dense(70_000 // 4, in_units=4)  # and one weight over it
+    net.add(big)
+    net.initialize(mx.init.Xavier())
+    rs = np.random.RandomState(0)
+    data = gluon.data.DataLoader(gluon.data.ArrayDataset(rs.rand(32, 1, 8, 8).astype("float32"),
+                                                         rs.randint(0, 4, 32).astype("float32")), batch_size=8)
+    est = Estimator(net, gluon.loss.SoftmaxCrossEntropyLoss(),
+                    trainer=gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.01}))
+    est.fit(data, epochs=1, event_handlers=[
+        TensorBoardHandler(tmp_path, histogram_period=1, grad_health=True, images=False, graph=False)])
+    assert len(ops_per_check) == 4  # one check a batch
+    for observe, finish in ops_per_check:
+        # observe: square + sum for the large weight and its gradient, one multi_sum_sq for the
+        # 18 small arrays, one concat; finish: the loss's multi_sum_sq and one concat
+        assert observe <= 6 and finish <= 2, ops_per_check
+    names = [n for n in net.collect_params()]
+    got = readback.scalars(str(tmp_path), "train", f"grad_norm/{names[-2]}")
+    assert [s for s, _ in got] == [0, 1, 2, 3] and all(v > 0 for _, v in got)
