@@ -4,6 +4,8 @@ from __future__ import annotations
 import statistics
 from typing import Dict, List, Optional
 
+import _report_scale
+
 PEERS = ["tensorboardX", "torch", "mxboard"]
 ALL = ["gluon_tb"] + PEERS
 MEMORY_FLAT_MB = 8.0  # "flat": RSS grows by at most this much over the second half of the run
@@ -145,12 +147,19 @@ def table(R: Dict[str, Dict[str, List[dict]]], cfg: Dict[str, str], wall: float)
     all_ok = all(_checks(rs) for b in R.values() for rs in b.values())
     bad = [f"{b}/{w}: {r['check']['summary']}" for b, ws in R.items() for w, rs in ws.items() for r in rs
            if not r["check"]["ok"]]
-    out = ["## Results (medians over fresh processes)", ""] + lines + ["", "Ratios: `1/N` = ours takes 1/N of "
-           "the peer's time; `N×` for throughput = ours is N times the peer's; for MLP and bytes, ours ÷ peer. "
-           "MLP overheads are medians of paired rounds: in each process, blocks without and with logging "
-           "alternate, and each round's ratio compares the two.",
-           "", "## Targets (issue 4)", "", "| target | measured | result |", "|---|---|---|"] + targets + [
-           "", f"Read-back checks (TensorBoard's reader, every output): {'all passed' if all_ok else 'FAILURES'}"]
+    scale_md, scale_targets = _report_scale.tables(R)
+    out = []
+    if len(lines) > 2 or targets:
+        out += ["## Results (medians over fresh processes)", ""] + lines + ["", "Ratios: `1/N` = ours takes 1/N of "
+                "the peer's time; `N×` for throughput = ours is N times the peer's; for MLP and bytes, ours ÷ peer. "
+                "MLP overheads are medians of paired rounds: in each process, blocks without and with logging "
+                "alternate, and each round's ratio compares the two.",
+                "", "## Targets (issue 4)", "", "| target | measured | result |", "|---|---|---|"] + targets + [""]
+    out += scale_md
+    if scale_targets:
+        out += ["## Targets at scale (issue 15)", "", "| target | measured | result |", "|---|---|---|"]
+        out += scale_targets + [""]
+    out += [f"Read-back checks (TensorBoard's reader, every output): {'all passed' if all_ok else 'FAILURES'}"]
     out += [f"- {b}" for b in bad]
     out += ["", "Configuration:"] + [f"- {k}: {v}" for k, v in cfg.items()] + [f"- wall time: {wall:.0f} s"]
     return "\n".join(out)

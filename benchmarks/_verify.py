@@ -175,3 +175,77 @@ def _check_mlp_block(logdir: str, total: int) -> dict:
     extra = sorted(tags - set(grads) - {"batch_loss"})
     return {"ok": True, "summary": f"ok: {total} batch_loss, 6 gradient tags x {want}"
             + (f"; also {len(extra)} other tags" if extra else "")}
+
+
+def check_fit(logdir: str, writer: str, config: str, res: dict) -> dict:
+    """Every logging block of a ``fit`` process (``warm``: 1 epoch; ``block<r>``: ``epochs``)."""
+    if res.get("logging") is False:
+        got = os.listdir(logdir) if os.path.isdir(logdir) else []
+        return {"ok": not got, "summary": "ok: no logging, nothing written" if not got else f"FAIL wrote {got}"}
+    dirs = sorted(d for d in os.listdir(logdir) if d == "warm" or d.startswith("block")) \
+        if os.path.isdir(logdir) else []
+    want = (["warm"] if "rounds" in res else []) + [f"block{r}" for r in range(res.get("rounds", 1))]
+    if dirs != sorted(want):
+        return _fail(f"block directories {dirs}, expected {sorted(want)}")
+    for d in dirs:
+        got = _check_fit_block(os.path.join(logdir, d), writer, config, res["sizes"],
+                               1 if d == "warm" else res["epochs"])
+        if not got["ok"]:
+            return _fail(f"{d}: {got['summary']}")
+    return {"ok": True, "summary": f"{len(dirs)} blocks, each {got['summary']}"}
+
+
+def _fit_expected(writer: str, config: str, names: List[str], epochs: int) -> Dict[tuple, int]:
+    """``{(run, tag): events}`` that ``writer`` must have written for ``config`` in one fit."""
+    from _fit import BATCHES
+
+    batches = epochs * BATCHES
+    every = config == "alloptions"
+    hists = batches if every else epochs
+    if writer == "gluon_tb":
+        run, val = "train", "validation"
+        want = {(run, t): batches for t in ("batch_loss", "batch_accuracy")}
+        want.update({(run, f"epoch_{t}"): epochs for t in ("loss", "accuracy", "learning_rate",
+                                                          "samples_per_second")})
+        want.update({(val, "epoch_loss"): epochs, (val, "epoch_accuracy"): epochs, (run, "__run_graph__"): 1})
+        health = ["global"] + names
+        maps = ["first_batch", "conv_filters/net_conv0", "feature_maps/net_conv0"]
+    else:
+        run = "."
+        want = {(run, "batch_loss"): batches, (run, "epoch_training_accuracy"): epochs,
+                (run, "epoch_validation_accuracy"): epochs}
+        health = names
+        want[(run, "grad_norm/global")] = batches if every else 0
+        maps = ["first_batch", "conv_filters", "feature_maps"]
+    want.update({(run, f"{k}/{n}"): hists for n in names for k in ("gradients", "weights")})
+    if every:
+        want.update({(run, f"{k}/{n}"): batches for n in health for k in ("grad_norm", "weight_norm",
+                                                                           "update_ratio")})
+        want.update({(run, t): epochs for t in maps})
+    return {k: v for k, v in want.items() if v}
+
+
+def _check_fit_block(logdir: str, writer: str, config: str, sizes: Dict[str, int], epochs: int) -> dict:
+    mux = _mux(logdir)
+    have = {(run, t): len(mux.Tensors(run, t)) for run, kinds in mux.Runs().items()
+            for t in kinds.get("tensors", [])}
+    want = _fit_expected(writer, config, sorted(sizes), epochs)
+    missing = sorted(k for k in want if k not in have)
+    if missing:
+        return _fail(f"{len(missing)} tags missing, e.g. {missing[:3]}")
+    wrong = {f"{r}/{t}": (have[(r, t)], n) for (r, t), n in want.items() if have[(r, t)] != n}
+    if wrong:
+        return _fail(f"event counts (got, expected): {dict(list(wrong.items())[:3])}")
+    # histograms: bucket counts sum to the parameter's size, or to a sample of it
+    fractions = []
+    for (r, t) in want:
+        if t.startswith(("gradients/", "weights/")):
+            a = _tensors(mux, r, t)[-1][1]
+            fractions.append(float(a[:, 2].sum()) / sizes[t.split("/", 1)[1]])
+    if not all(0 < f <= 1 + 1e-9 for f in fractions):
+        return _fail(f"histogram counts / parameter size out of (0, 1]: {min(fractions)}..{max(fractions)}")
+    full = min(fractions) > 1 - 1e-9
+    extra = sorted(set(have) - set(want))
+    return {"ok": True, "summary": f"ok: {len(want)} tags with the expected event counts, histograms "
+            + ("of every value" if full else f"of a sample (down to {min(fractions):.2g} of the values)")
+            + (f"; also {len(extra)} other tags" if extra else "")}

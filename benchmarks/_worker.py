@@ -2,7 +2,7 @@
 
     python _worker.py BENCH WRITER LOGDIR [key=value ...]
 
-BENCH: scalar | hist | hist_nd | images | mlp | memory. WRITER: gluon_tb | tensorboardX |
+BENCH: scalar | hist | images | mlp | memory | b2b | fit | fit_rss. WRITER: gluon_tb | tensorboardX |
 torch | mxboard. Run by run.py; the output is checked there, with
 TensorBoard's reader, after this process has exited.
 """
@@ -163,8 +163,51 @@ def bench_mlp(name: str, logdir: str, batches: int = 100, warm: int = 10, rounds
     return run_mlp_paired(name, logdir, batches=batches, warm=warm, rounds=rounds, hist_every=hist_every)
 
 
+def bench_b2b(name: str, logdir: str, n: int = 10_000_000, k: int = 5, nd: int = 0) -> dict:
+    """``k`` calls of ``add_histogram`` back to back (default bins), then ``flush()`` and
+    ``close()``: each call's caller time (the first included) and the time until on disk."""
+    arr = hist_values(n)
+    if nd:
+        import mxnet as mx
+
+        arr = mx.nd.array(arr)
+        mx.nd.waitall()
+    w = make_writer(name, logdir)
+    b = DEFAULT_BINS[name]
+    calls = []
+    t0 = pc()
+    for step in range(k):
+        t = pc()
+        w.add_histogram("bench/hist", arr, step, bins=b)
+        calls.append(pc() - t)
+    t_calls = pc()
+    w.flush()
+    t_flush = pc()
+    w.close()
+    t_close = pc()
+    return {"call_ms_mean": float(np.mean(calls)) * 1e3, "call_ms_median": float(np.median(calls)) * 1e3,
+            "call_ms_max": float(np.max(calls)) * 1e3, "call_ms_all": [round(c * 1e3, 3) for c in calls],
+            "calls_ms": (t_calls - t0) * 1e3, "flush_ms": (t_flush - t0) * 1e3,
+            "disk_ms": (t_close - t0) * 1e3, "n": n, "k": k, "nd": nd}
+
+
+def bench_fit(name: str, logdir: str, config: str = "typical", rounds: int = 8, epochs: int = 5,
+              vocab: int = 0) -> dict:
+    from _fit import run_paired
+
+    return run_paired(name, config, logdir, rounds=rounds, epochs=epochs, vocab=vocab)
+
+
+def bench_fit_rss(name: str, logdir: str, config: str = "sweep", epochs: int = 2, vocab: int = 0,
+                  logging_on: int = 1) -> dict:
+    from _fit import run_once
+
+    return run_once(name, config, logdir, epochs=epochs, vocab=vocab, logging_on=bool(logging_on))
+
+
 BENCHES = {"scalar": bench_scalar, "hist": bench_hist, "images": bench_images,
-           "memory": bench_memory, "mlp": bench_mlp}
+           "memory": bench_memory, "mlp": bench_mlp, "b2b": bench_b2b, "fit": bench_fit,
+           "fit_rss": bench_fit_rss}
 
 
 def main() -> None:
@@ -172,7 +215,7 @@ def main() -> None:
     kw = {}
     for a in sys.argv[4:]:
         k, v = a.split("=", 1)
-        kw[k] = v if k == "bins" else int(v)
+        kw[k] = v if k in ("bins", "config") else int(v)
     out = BENCHES[bench](name, logdir, **kw)
     out["rss_peak_mb"] = _peak_rss_mb()
     print("RESULT " + json.dumps(out))

@@ -3,7 +3,9 @@
 Run through ``benchmarks/run.sh`` (it builds the venv). Each (benchmark, writer, repetition)
 is one new process (``_worker.py``); repetitions go round-robin over the writers, the
 order rotating each round. After each process, its log directory is read back with
-TensorBoard's own reader and checked against what the writer was given.
+TensorBoard's own reader and checked against what the writer was given. The at-scale sections
+(typical, alloptions, sweep, backtoback: :func:`scale_sections`) measure ``Estimator.fit`` in
+paired rounds inside a process (``_fit.py``) and back-to-back histograms.
 """
 from __future__ import annotations
 
@@ -31,9 +33,12 @@ def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+GLUON_TB_PATH = ""  # --gluon-tb-path: another checkout of gluon_tb, ahead of the installed one
+
+
 def env_for(writer: str, mxboard_pb: str) -> Dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = HERE
+    env["PYTHONPATH"] = HERE if not GLUON_TB_PATH else GLUON_TB_PATH + os.pathsep + HERE
     if writer == "mxboard":
         env["PYTHONPATH"] = REGEN + os.pathsep + HERE
         if mxboard_pb == "python":
@@ -87,12 +92,21 @@ def med(results: List[dict], key: str) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--only", default="scalar,hist,hist_nd,images,mlp,memory,first_call")
+    ap.add_argument("--only", default="scalar,hist,hist_nd,images,mlp,memory,first_call,"
+                                      "typical,alloptions,sweep,backtoback")
     ap.add_argument("--quick", action="store_true", default=os.environ.get("QUICK", "") not in ("", "0"))
     ap.add_argument("--mxboard-protobuf", choices=["python", "upb"],
                     default=os.environ.get("MXBOARD_PROTOBUF", "python"))
     ap.add_argument("--json", default=os.path.join(OUT, "results.json"))
+    ap.add_argument("--sweep-vocab", default=",".join(map(str, SWEEP_VOCAB)),
+                    help="the sweep's embedding rows V (parameters: 128 V + 5130)")
+    ap.add_argument("--gluon-tb-path", default="",
+                    help="a directory holding another gluon_tb package, used instead of the installed one")
     a = ap.parse_args()
+    global GLUON_TB_PATH
+    GLUON_TB_PATH = os.path.abspath(a.gluon_tb_path) if a.gluon_tb_path else ""
+    if GLUON_TB_PATH:
+        log(f"gluon_tb from {GLUON_TB_PATH}")
     only = set(a.only.split(","))
     q = a.quick
     os.makedirs(OUT, exist_ok=True)
@@ -155,6 +169,8 @@ def main() -> None:
         R["memory"] = rounds("memory", ["gluon_tb"], {"gluon_tb": 1},
                              {"gluon_tb": [f"n={n_m}", f"warm={n_m // 25}"]},
                              lambda w, d, r: _verify.check_scalars(d, n_m, values=False), a.mxboard_protobuf)
+    if only & {"typical", "alloptions", "sweep", "backtoback"}:
+        R.update(scale_sections(only, q, [int(v) for v in a.sweep_vocab.split(",") if v], cfg, a.mxboard_protobuf))
     fc_md = ""
     if "first_call" in only:  # its own table (bench_first_call.py): first add_* of each kind
         import bench_first_call as fc
@@ -177,12 +193,82 @@ def main() -> None:
     print(_report.table(R, cfg, wall) if R else "")
     if fc_md:
         print("\n" + fc_md)
-    if not q and a.only == ap.get_default("only"):  # a full run: keep it as the latest results
+    full = not q and a.only == ap.get_default("only")
+    if R.get("sweep"):  # the plot: out/sweep.png, and benchmarks/sweep.png after a full run
+        import _report_scale
+
+        for png in [os.path.join(OUT, "sweep.png")] + ([os.path.join(HERE, "sweep.png")] if full else []):
+            try:
+                _report_scale.plot_sweep(R, png)
+                log(f"wrote {png}")
+            except ImportError as e:
+                log(f"no plot ({e}): pip install matplotlib")
+    if full:  # a full run: keep it as the latest results
         notes = os.path.join(HERE, "RESULTS-notes.md")
         with open(os.path.join(HERE, "RESULTS.md"), "w") as f:
             f.write(_report.results_md({"results": R, "config": cfg, "wall_s": wall, "machine": machine()},
                                        fc_md + "\n\n" + (open(notes).read() if os.path.exists(notes) else "")))
         log(f"wrote {os.path.join(HERE, 'RESULTS.md')}")
+
+
+SWEEP_VOCAB = [7_800, 78_000, 200_000, 390_000]  # 1.0M, 10.0M, 25.6M, 49.9M parameters
+FIT_WRITERS = ["gluon_tb", "tensorboardX"]
+
+
+def scale_sections(only: set, q: bool, vocab: List[int], cfg: Dict[str, str], pb: str) -> Dict[str, dict]:
+    """typical, alloptions, sweep, backtoback (issue 15): Estimator configurations users run,
+    a model-size sweep and back-to-back histograms; each output read back (``_verify``)."""
+    from _fit import sweep_params
+
+    R: Dict[str, dict] = {}
+    for config, (n_r, n_e, reps_g, r_peer) in (("typical", (4, 3, 1, 2) if q else (10, 5, 3, 6)),
+                                              ("alloptions", (2, 2, 1, 1) if q else (6, 3, 3, 3))):
+        if config not in only:
+            continue
+        reps = {"gluon_tb": reps_g, "tensorboardX": 1}
+        args = {w: [f"config={config}", f"epochs={n_e}", f"rounds={n_r if w == 'gluon_tb' else r_peer}"]
+                for w in FIT_WRITERS}
+        cfg[config] = (f"paired: per process a warm-up pair (1 epoch each), then rounds of one fit without and "
+                       f"one with logging ({n_e} epochs of 10 batches + 2 validation batches each, order "
+                       f"alternating); rounds {n_r} (tensorboardX {r_peer}); processes {reps}")
+        log(f"== {config}: {cfg[config]}")
+        R[config] = rounds("fit", FIT_WRITERS, reps, args,
+                           lambda w, d, r, c=config: _verify.check_fit(d, w, c, r), pb, label=config)
+    if "sweep" in only:
+        n_r, r_peer, n_e = (2, 1, 2) if q else (6, 2, 2)
+        cfg["sweep"] = (f"Embedding(V, 128) + Dense(10), V = {vocab} ({[sweep_params(v) for v in vocab]} "
+                        f"parameters); paired: {n_r} rounds (tensorboardX {r_peer}) of {n_e} epochs a block; "
+                        f"peak RSS: one fit of {n_e + 1} epochs in fresh processes, with and without logging")
+        log(f"== sweep: {cfg['sweep']}")
+        R["sweep"] = {w: [] for w in FIT_WRITERS}
+        R["sweep_rss"] = {w: [] for w in FIT_WRITERS}
+        for i, v in enumerate(vocab):
+            log(f"-- sweep: V = {v}, {sweep_params(v):,} parameters")
+            ws = FIT_WRITERS[i % 2:] + FIT_WRITERS[:i % 2]
+            args = {w: ["config=sweep", f"vocab={v}", f"epochs={n_e}", f"rounds={n_r if w == 'gluon_tb' else r_peer}"]
+                    for w in ws}
+            got = rounds("fit", ws, {w: 1 for w in ws}, args,
+                         lambda w, d, r: _verify.check_fit(d, w, "sweep", r), pb, label=f"sweep/{v}")
+            for w in ws:
+                R["sweep"][w] += got[w]
+            for w in ws:
+                for on in (0, 1):
+                    got = rounds("fit_rss", [w], {w: 1}, {w: ["config=sweep", f"vocab={v}", f"epochs={n_e + 1}",
+                                                              f"logging_on={on}"]},
+                                 lambda w, d, r: _verify.check_fit(d, w, "sweep", r), pb,
+                                 label=f"sweep_rss/{v}-{on}")
+                    R["sweep_rss"][w] += got[w]
+    if "backtoback" in only:
+        n, k = (1_000_000 if q else 10_000_000), 5
+        for key, ws, nd in (("b2b", ALL, 0), ("b2b_nd", ["gluon_tb", "tensorboardX", "mxboard"], 1)):
+            reps = {w: 1 if q else 3 for w in ws}
+            cfg[key] = (f"{k} add_histogram calls back to back of {n} float32 "
+                        f"{'MXNet NDArray' if nd else 'numpy'}, default bins, in a fresh process (its first "
+                        f"call included), then flush() and close(); reps {reps}")
+            log(f"== {key}: {cfg[key]}")
+            R[key] = rounds("b2b", ws, reps, {w: [f"n={n}", f"k={k}", f"nd={nd}"] for w in ws},
+                            lambda w, d, r: _verify.check_hist(d, n, k, exact=(w == "gluon_tb")), pb, label=key)
+    return R
 
 
 def machine() -> Dict[str, str]:

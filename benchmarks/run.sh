@@ -2,9 +2,10 @@
 # One command: build benchmarks/.venv (Python 3.11) with gluon_tb and its peers, then run
 # every benchmark (fresh processes, writers alternated, medians), check every output with
 # TensorBoard's reader and print the table (Markdown) on stdout; progress goes to stderr.
-#   bash benchmarks/run.sh                       # full run (~10 min on 2 cores)
-#   QUICK=1 bash benchmarks/run.sh               # smaller sizes, 1 repetition (smoke test, ~1.5 min)
-#   bash benchmarks/run.sh --only scalar,mlp     # a subset
+#   bash benchmarks/run.sh                       # full run (~30 min on 2 cores)
+#   QUICK=1 bash benchmarks/run.sh               # smaller sizes, 1 repetition (smoke test, ~5 min)
+#   bash benchmarks/run.sh --only scalar,mlp     # a subset (names: benchmarks/README.md)
+#   bash benchmarks/run.sh --only sweep --quick --sweep-vocab 7800,200000   # a short sweep
 #   MXBOARD_PROTOBUF=upb bash benchmarks/run.sh  # mxboard on protobuf's C backend instead
 # Raw results: benchmarks/out/results.json. Never touches /work/venv or site-packages outside .venv.
 set -euo pipefail
@@ -15,7 +16,7 @@ PY="${PYTHON:-python3.11}"
 
 # numpy<1.24: MXNet 1.9.1 uses np.bool. tensorboard: needed by torch.utils.tensorboard, and its
 # reader checks every writer's output. torch 2.13.0 (CPU) is found as a local wheel (pip's
-# find-links on this machine).
+# find-links on this machine). matplotlib: the sweep's plot (benchmarks/sweep.png).
 REQS=(
   -e "$ROOT[mxnet,fast]"
   "numpy<1.24"
@@ -24,6 +25,7 @@ REQS=(
   "tensorboard>=2.10"
   "torch==2.13.0"
   "psutil"
+  "matplotlib"
 )
 STAMP="$VENV/.bench-reqs"
 WANT="$(printf '%s\n' "${REQS[@]}" | sha1sum | cut -c1-12)"
