@@ -19,13 +19,17 @@ run() {
   echo "   done in $((SECONDS - t0)) s"
 }
 
-echo "gluon_tb tests: 4 steps. The first time about 10 minutes (most of it building Horovod);"
+echo "gluon_tb tests: 5 steps. The first time about 10 minutes (most of it building Horovod);"
 echo "later runs skip what is installed and take about 4 minutes."
-run "1/4 Python packages into .venv (MXNet, TensorBoard, test tools; skipped when installed)" \
+run "1/5 Python packages into .venv (MXNet, TensorBoard, test tools; skipped when installed)" \
   bash -c 'EXTRAS=test; set -euo pipefail; . scripts/_venv.sh'
-run "2/4 Chromium for the browser tests, from Debian's packages with apt-get (needs root or sudo; skipped when /usr/bin/chromium exists)" \
+run "2/5 Chromium for the browser tests, from Debian's packages with apt-get (needs root or sudo; skipped when /usr/bin/chromium exists)" \
   bash scripts/install_browser.sh
-run "3/4 Horovod 0.28.1 for the distributed tests, built from source against MXNet (about 5 minutes the first time; pip caches the wheel)" \
+run "3/5 Horovod 0.28.1 for the distributed tests, built from source against MXNet (about 5 minutes the first time; pip caches the wheel)" \
   bash scripts/install_horovod.sh .venv/bin/python
-echo "== 4/4 pytest"
+run "4/5 TensorBoard's Profile dashboard (XProf 2.24) for the profiler tests, in a venv of its own, .venv-xprof: it needs numpy>=1.24, MXNet numpy<1.24 (about 30 s the first time; skipped when installed)" \
+  bash scripts/install_xprof.sh
+# the XProf tests start that venv's python (tests/conftest.py: xprof_python)
+export GLUON_TB_XPROF_PYTHON="${GLUON_TB_XPROF_PYTHON:-$PWD/.venv-xprof/bin/python}"
+echo "== 5/5 pytest"
 exec .venv/bin/python -m pytest -q "$@"

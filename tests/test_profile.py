@@ -281,11 +281,7 @@ def test_unfinished_dumps_are_read(tmp_path):
     assert [e["ph"] for e in trace_events(later)] == ["B", "E"]
 
 
-XPROF_PYTHON = os.environ.get("GLUON_TB_XPROF_PYTHON")  # a python with tensorboard-plugin-profile 2.24
-
-
-@pytest.mark.skipif(not XPROF_PYTHON, reason="GLUON_TB_XPROF_PYTHON (a venv with xprof) not set")
-def test_xprof_reads_the_file(tmp_path, profiler_calls):
+def test_xprof_reads_the_file(tmp_path, profiler_calls, xprof_python):
     """XProf's own C++ XSpace reader (``xprof.profile_data``) on a fit's file: names and counts."""
     import json
     import subprocess
@@ -296,7 +292,7 @@ def test_xprof_reads_the_file(tmp_path, profiler_calls):
               "p = pd.ProfileData.from_file(sys.argv[1])\n"
               "print(json.dumps({pl.name: {ln.name: collections.Counter(e.name for e in ln.events)"
               " for ln in pl.lines} for pl in p.planes}))\n")
-    out = subprocess.run([XPROF_PYTHON, "-c", script, files[0]], capture_output=True, text=True,
+    out = subprocess.run([xprof_python, "-c", script, files[0]], capture_output=True, text=True,
                          timeout=120, check=True).stdout
     planes = json.loads(out.strip().splitlines()[-1])
     _, mine = decode_xspace(open(files[0], "rb").read())

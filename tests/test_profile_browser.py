@@ -1,35 +1,48 @@
 """``profile_batch=``'s file in the real Profile dashboard (XProf 2.24) and its trace viewer, in Chromium.
 
-XProf needs numpy >= 1.24 and MXNet 1.9.1 < 1.24, so it lives in a venv of its own; this test runs
-when ``GLUON_TB_XPROF_PYTHON`` names that venv's python (its ``tensorboard`` is started with it), e.g.
-``python3.11 -m venv /tmp/xprof && /tmp/xprof/bin/pip install tensorboard
-"tensorboard-plugin-profile==2.24.*"``. ``GLUON_TB_SCREENSHOTS``: where the screenshot goes.
+XProf needs numpy >= 1.24 and MXNet 1.9.1 < 1.24, so it lives in a venv of its own, .venv-xprof, which
+``scripts/install_xprof.sh`` makes and ``scripts/test.sh`` names in ``GLUON_TB_XPROF_PYTHON`` (its
+``tensorboard`` is started with that python). Without it the test is skipped, or fails under
+``GLUON_TB_REQUIRE_XPROF=1`` (CI; the ``xprof_python`` fixture in conftest.py).
+``GLUON_TB_SCREENSHOTS``: where the screenshot goes.
 """
 import contextlib
+import glob
 import gzip
 import json
 import os
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
 
 import pytest
 
-from test_profile import XPROF_PYTHON, profiled, profiler_calls  # noqa: F401 - a fixture
+pytestmark = pytest.mark.browser
 
-pytestmark = [pytest.mark.browser,
-              pytest.mark.skipif(not XPROF_PYTHON, reason="GLUON_TB_XPROF_PYTHON (a venv with xprof) not set")]
+
+def profiled_in_a_new_process(logdir):
+    """test_profile's fit with ``profile_batch=(2, 3)``, as a process's first profile: MXNet names a
+    process's lines ("cpu/0", "operator") only in its first dump, so after another test's profile in
+    this process the viewer would show "pid 0 / tid ..." lines instead."""
+    script = ("import sys; sys.path.insert(0, sys.argv[1])\nimport test_profile as t\n"
+              "t.profiled(sys.argv[2], (2, 3))\n")
+    env = dict(os.environ)
+    env.pop("MXNET_PROFILER_AUTOSTART", None)
+    subprocess.run([sys.executable, "-c", script, os.path.dirname(os.path.abspath(__file__)), str(logdir)],
+                   env=env, check=True, timeout=120, capture_output=True)
+    return glob.glob(os.path.join(str(logdir), "train", "plugins", "profile", "*", "*.xplane.pb"))
 
 
 @contextlib.contextmanager
-def xprof_tensorboard(logdir):
+def xprof_tensorboard(python, logdir):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     err = tempfile.TemporaryFile()
-    proc = subprocess.Popen([XPROF_PYTHON, "-m", "tensorboard.main", "--logdir", str(logdir), "--host",
+    proc = subprocess.Popen([python, "-m", "tensorboard.main", "--logdir", str(logdir), "--host",
                              "127.0.0.1", "--port", str(port)], stdout=subprocess.DEVNULL, stderr=err)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -51,15 +64,16 @@ def xprof_tensorboard(logdir):
         err.close()
 
 
-def test_trace_viewer_draws_mxnet_operators(tmp_path, profiler_calls):
+def test_trace_viewer_draws_mxnet_operators(tmp_path, xprof_python):
     from playwright.sync_api import sync_playwright
 
     from test_browser import CHROMIUM, CHROMIUM_ARGS
 
-    _, files = profiled(tmp_path, (2, 3))
+    files = profiled_in_a_new_process(tmp_path)
+    assert len(files) == 1
     session = os.path.basename(os.path.dirname(files[0]))
     shots = os.environ.get("GLUON_TB_SCREENSHOTS") or str(tmp_path)
-    with xprof_tensorboard(tmp_path) as (base, runs), sync_playwright() as p:
+    with xprof_tensorboard(xprof_python, tmp_path) as (base, runs), sync_playwright() as p:
         runs = json.loads(gzip.decompress(runs) if runs[:2] == b"\x1f\x8b" else runs)  # gzip, unasked
         assert runs == [f"train/{session}"]
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, timeout=30_000)
@@ -72,17 +86,19 @@ def test_trace_viewer_draws_mxnet_operators(tmp_path, profiler_calls):
                     for f in page.frames:
                         if f.locator(f"text={text}").count():
                             return f
-                    time.sleep(0.5)
+                    page.wait_for_timeout(500)
                 raise AssertionError(f"no frame shows {text!r}")
 
             tools = frame_with("Overview Page")
             tools.locator("text=Overview Page").first.click()
             tools.locator("mat-option", has_text="Trace Viewer").first.click()
+            # page.frames asks the browser nothing: only a Playwright call (wait_for_timeout, not
+            # time.sleep) takes in the frames it has attached since, else they come ~30 s late
             for _ in range(60):
                 viewer = [f for f in page.frames if "trace_viewer_index" in f.url]
                 if viewer and viewer[0].locator("text=cpu/0 / tid").count():
                     break
-                time.sleep(0.5)
+                page.wait_for_timeout(500)
             else:
                 raise AssertionError("the trace viewer drew no cpu/0 line")
             viewer = viewer[0]

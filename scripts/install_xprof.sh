@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Makes .venv-xprof: TensorBoard with its Profile dashboard (tensorboard-plugin-profile 2.24, XProf),
+# the viewer of profile_batch='s files, for tests/test_profile.py and tests/test_profile_browser.py.
+# A venv of its own because XProf needs numpy >= 1.24 and MXNet 1.9.1 numpy < 1.24; TensorBoard only
+# reads files, so the two never meet. Python 3.11, like .venv (scripts/_venv.sh).
+# Skipped when .venv-xprof already holds these packages (a stamp): a second run takes a second.
+# Never fails the caller: on failure it says why and exits 0, and the XProf tests then skip
+# (or fail, under GLUON_TB_REQUIRE_XPROF=1).
+set -u
+cd "$(dirname "$0")/.."
+VENV=.venv-xprof
+# whatever versions of the two resolve together; the stamp holds this line
+PACKAGES=(tensorboard "tensorboard-plugin-profile==2.24.*")
+stamp="$VENV/.installed"
+want="${PACKAGES[*]}"
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$VENV/bin/python" ]; then
+  exit 0
+fi
+PY="${PYTHON:-}"
+if [ -z "$PY" ]; then
+  for c in python3.11 python3; do
+    if command -v "$c" >/dev/null && "$c" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then PY="$c"; break; fi
+  done
+fi
+if [ -z "$PY" ]; then
+  echo "install_xprof.sh: Python 3.11 not found; the XProf tests will not run" >&2
+  exit 0
+fi
+start=$SECONDS
+log="$(mktemp)"
+if { [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"; } >"$log" 2>&1 &&
+   "$VENV/bin/python" -m pip install -q "${PACKAGES[@]}" >>"$log" 2>&1 &&
+   "$VENV/bin/python" -c 'import xprof.profile_data, tensorboard' >>"$log" 2>&1; then
+  echo "$want" > "$stamp"
+  versions="$("$VENV/bin/python" -c 'from importlib.metadata import version as v
+print(", ".join(f"{p} {v(p)}" for p in ("tensorboard", "tensorboard-plugin-profile")))')"
+  echo "install_xprof.sh: $VENV has $versions ($((SECONDS - start)) s)"
+else
+  echo "install_xprof.sh: could not set up $VENV (last lines below); the XProf tests will not run" >&2
+  tail -n 15 "$log" >&2
+fi
+rm -f "$log"
+exit 0
