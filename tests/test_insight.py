@@ -222,10 +222,12 @@ def test_detectors_fire_warn_write_text_and_stop(tmp_path, caplog, scale, kind):
     warned = [r.getMessage() for r in caplog.records if "gluon_tb:" in r.getMessage()]
     assert len(warned) == 1 and "net_conv0_weight" in warned[0], warned
     ev = readback.tensor_events(d, "train", "grad_health")
-    assert len(ev) == 1 and ev[0].step == 2  # seen at batch 2, read (and stopped) one check later
+    assert len(ev) == 1 and ev[0].step == 2  # seen at batch 2
     text = ev[0].tensor_proto.string_val[0].decode()
     assert "net_conv0_weight" in text and ("non-finite" in text) == (kind == "nonfinite")
-    assert len(rec.batch) == 4 and len(rec.train) == 1  # stopped in the first epoch, at batch 3
+    # stopped once the helper thread had read batch 2's check: typically at batch 3 (one check
+    # later), later when the CPU is busy; never before it was seen, and long before the end
+    assert 4 <= len(rec.batch) < 12, len(rec.batch)
 
 
 def test_vanishing_detector(tmp_path, caplog):

@@ -41,7 +41,6 @@ possibly later. At the end of ``fit`` every check still out is waited for and ju
 from __future__ import annotations
 
 import math
-import queue
 import threading
 from collections import deque
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -49,6 +48,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ..writer._common.checks import check_bool, describe
+from ..writer._common.threads import BACKGROUND_NICE, lower_thread_priority
 from ..writer import SummaryWriter
 from ._checks import check_option, check_positive_int, check_positive_number
 from ._run_writers import TRAIN, RunWriters, logger
@@ -150,11 +150,10 @@ class HealthMonitor:
         self._streak: Dict[str, int] = {}
         self._recent: Dict[str, List[float]] = {}
         # checks read back by a helper thread, so the training thread never waits for MXNet
-        self._todo: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
-        self._ready: deque = deque()
-        self._out_n = 0  # checks sent to the helper and not judged yet
-        self._epoch_of_reads = 0
-        self._cond = threading.Condition()
+        self._todo: deque = deque()  # (generation, check): appended here, taken by the helper
+        self._ready: deque = deque()  # (generation, step, names, values, how): the other way
+        self._gen = 0  # checks of an earlier generation (a fit that raised) are dropped
+        self._wake, self._stopping = threading.Event(), threading.Event()
         self._thread: Optional[threading.Thread] = None
 
     def observe(self, step: int, grads: List[Tuple[str, Any]], params: Dict[str, Any]) -> None:
@@ -191,30 +190,25 @@ class HealthMonitor:
     def forget(self) -> None:
         """Drop the checks not judged yet (the ``fit`` they belong to raised)."""
         self._fresh = self._pending = None
-        with self._cond:
-            self._ready.clear()
-            self._out_n = 0
-            self._epoch_of_reads += 1  # reads still out are dropped when they come back
-        if self._thread is not None:
-            self._todo.put(None)
-            self._thread = None
+        self._gen += 1  # reads still out are dropped when they come back
+        self._todo.clear()
+        self._ready.clear()
+        self._stop_reader(join=False)
 
     def settle(self, wait: bool = False) -> bool:
         """Judge the checks the helper thread has read back; True when training should stop.
 
         Never waits for MXNet on the calling (training) thread; ``wait=True`` (the end of
-        ``fit``) waits for the helper to hand back every check still out.
+        ``fit``) waits for the helper to read every check still out, and stops it.
         """
         self._send()
-        with self._cond:
-            while wait and self._out_n > len(self._ready):
-                self._cond.wait()
-            ready, self._ready = list(self._ready), deque()
-            self._out_n -= len(ready)
-        if wait and self._thread is not None:
-            self._todo.put(None)
-            self._thread = None
-        for step, names, values, how in ready:
+        if wait:
+            self._stop_reader(join=True)
+        ready = self._ready
+        while ready:
+            gen, step, names, values, how = ready.popleft()
+            if gen != self._gen:
+                continue
             if isinstance(values, BaseException):
                 self._out.failed(values)
             else:
@@ -222,31 +216,45 @@ class HealthMonitor:
         return self.stop
 
     def _send(self) -> None:
-        """Hand the last check's NDArray to the helper thread, which reads it (waits for MXNet)."""
+        """Hand the last check's NDArray to the helper thread, which reads it (waits for MXNet).
+
+        The helper runs at the writer thread's low priority: at normal priority, woken here, it
+        preempted the training thread on a busy CPU and then waited for the GIL the preempted
+        thread held (about a millisecond a check, measured)."""
         if self._pending is None:
             return
         item, self._pending = self._pending, None
+        self._todo.append((self._gen, item))
         if self._thread is None:
-            self._thread = threading.Thread(target=self._read, name="gluon_tb-grad-health", daemon=True)
+            self._wake, self._stopping = threading.Event(), threading.Event()
+            self._thread = threading.Thread(target=self._read, name="gluon_tb-grad-health", daemon=True,
+                                            args=(self._todo, self._ready, self._wake, self._stopping))
             self._thread.start()
-        with self._cond:
-            self._out_n += 1
-        self._todo.put((self._epoch_of_reads, item))
+        self._wake.set()
 
-    def _read(self) -> None:
+    def _stop_reader(self, join: bool) -> None:
+        t, self._thread = self._thread, None
+        if t is not None:
+            self._stopping.set()  # read what is left, then stop
+            self._wake.set()
+            if join:
+                t.join()
+
+    @staticmethod
+    def _read(todo: deque, ready: deque, wake: threading.Event, stopping: threading.Event) -> None:
+        lower_thread_priority(BACKGROUND_NICE)  # like the writer's: woken, it never preempts training
         while True:
-            got = self._todo.get()
-            if got is None:  # the end of fit: this helper is done (the next check starts another)
+            wake.wait()
+            wake.clear()
+            while todo:
+                gen, (step, names, vec, how) = todo.popleft()
+                try:
+                    values: Any = vec.asnumpy()  # on this helper thread: MXNet is waited for here
+                except Exception as e:  # noqa: BLE001 - reported on the training thread
+                    values = e
+                ready.append((gen, step, names, values, how))
+            if stopping.is_set() and not todo:
                 return
-            gen, (step, names, vec, how) = got
-            try:
-                values: Any = vec.asnumpy()  # on this helper thread: MXNet is waited for here
-            except Exception as e:  # noqa: BLE001 - reported on the training thread
-                values = e
-            with self._cond:
-                if gen == self._epoch_of_reads:
-                    self._ready.append((step, names, values, how))
-                self._cond.notify_all()
 
     # ------------------------------------------------------------ detectors
     def _judge(self, step: int, names: List[str], v: Any, how: Tuple[Any, ...]) -> None:
@@ -265,6 +273,8 @@ class HealthMonitor:
         if self.cfg.per_param:
             for i, n in enumerate(names):
                 self._log(step, n, float(gn[i]), float(wn[i]), float(steps[i]))
+        if self.stop:  # a detector has already stopped training: its check is the one reported
+            return
         norms = dict(zip(names + ["global"], [float(x) for x in gn] + [ggn]))
         counts = {n: -1 for n, x in norms.items() if not math.isfinite(x)}
         if counts or loss_bad:

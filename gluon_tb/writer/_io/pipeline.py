@@ -33,6 +33,7 @@ from typing import Any, Dict, List, Optional, Union
 
 from .items import Action, ScalarItem, Summary, Sync
 from .._common.checks import is_remote
+from .._common.threads import BACKGROUND_NICE
 from .logdir import local_path
 from .remote import RemoteEventFile, Store
 from .remote_options import RemoteOptions
@@ -77,7 +78,7 @@ def default_max_queue_bytes() -> int:
 
 
 DEFAULT_MAX_QUEUE_BYTES = default_max_queue_bytes()
-DEFAULT_WORKER_NICE = 19
+DEFAULT_WORKER_NICE = BACKGROUND_NICE
 
 
 class WriterClosedError(RuntimeError):

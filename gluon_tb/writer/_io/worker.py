@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 import threading
 import time
 from typing import Any, Callable, Dict, List, Optional
 
 from .._common.arrays import host_float
+from .._common.threads import lower_thread_priority
 from .._format import proto as _proto
 from .._format.record import frame_many
 from .event_file import EventFile
@@ -239,19 +239,3 @@ class Worker:
                 f.close()
             except OSError as e:
                 self._lost(e, 0)
-
-
-def lower_thread_priority(nice: int) -> bool:
-    """Raise the calling thread's nice value to ``nice`` (never lower it); True if done.
-
-    Linux only: there a nice value is a thread's own (``setpriority(PRIO_PROCESS, 0)``
-    means the calling thread); elsewhere the same call would slow the whole process.
-    """
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        if os.getpriority(os.PRIO_PROCESS, 0) < nice:
-            os.setpriority(os.PRIO_PROCESS, 0, nice)
-        return True
-    except (AttributeError, OSError):  # a sandbox that forbids it: normal priority then
-        return False
