@@ -262,9 +262,11 @@ class HealthMonitor:
         pos, n_loss, mults, scale, lr = how
         p = len(names)
         v = np.asarray(v, dtype=np.float64)
-        sums = np.array([v[idx].sum() for idx in pos])
+        order = [i for idx in pos for i in idx]  # each array's partial sums, in turn
+        starts = np.cumsum([0] + [len(idx) for idx in pos[:-1]])
+        sums = np.add.reduceat(v[order], starts)
         g2, w2 = sums[:p], sums[p:2 * p]
-        loss_bad = n_loss and not np.isfinite(v[sum(len(idx) for idx in pos):]).all()  # after them
+        loss_bad = n_loss and not np.isfinite(v[len(order):]).all()  # after them
         with np.errstate(invalid="ignore", over="ignore"):
             gn, wn = np.sqrt(g2) * scale, np.sqrt(w2)
             ggn, gwn = math.sqrt(g2.sum()) * scale, math.sqrt(w2.sum())

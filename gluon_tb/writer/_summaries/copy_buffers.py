@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
-from typing import Any, Hashable, List, Sequence, Tuple
+from typing import Any, Hashable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -104,8 +104,11 @@ class BufferPool:
         np.copyto(buf, arr)
         return buf
 
-    def give(self, buf: Any) -> None:
-        """``buf`` (from a ``copy_*`` call) is no longer read: it may be reused (worker thread)."""
+    def give(self, buf: Any, kind: Optional[Tuple[Tuple[int, ...], np.dtype]] = None) -> None:
+        """``buf`` (from a ``copy_*`` call) is no longer read: it may be reused (worker thread).
+
+        ``kind``: the ``(shape, dtype)`` of an NDArray ``buf`` where the caller knows them (each
+        read of them is a call into MXNet)."""
         if isinstance(buf, np.ndarray):
             if not (buf.flags.c_contiguous and buf.flags.owndata and buf.flags.writeable):
                 return
@@ -116,7 +119,7 @@ class BufferPool:
 
             if type(buf) is not mx.nd.NDArray:  # sparse, mx.np: not pooled
                 return
-            shape, dtype = buf.shape, np.dtype(buf.dtype)
+            shape, dtype = kind if kind is not None else (buf.shape, np.dtype(buf.dtype))
             key = (mx.nd.NDArray, shape, dtype)
             nbytes = math.prod(shape) * dtype.itemsize
         if nbytes > self.max_bytes:

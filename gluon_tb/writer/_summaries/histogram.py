@@ -43,6 +43,7 @@ class HistogramPayload:
     nonfinite: Optional[int] = None
     pool: Optional[BufferPool] = None
     nbytes: int = 0
+    kind: Optional[Tuple[Tuple[int, ...], np.dtype]] = None  # an NDArray copy's (shape, dtype)
 
 
 @dataclass
@@ -98,8 +99,8 @@ def _capture(values: List[Any], bins: Bins, pool: Optional[BufferPool]) -> List[
             arr = _array_like(v)  # a new array: private already
             out[i] = HistogramPayload(arr, bins, nbytes=arr.nbytes)
     copies = pool.copy_ndarrays([nd for _, nd, _ in nds])  # queued on MXNet's engine
-    for (i, _, nbytes), c in zip(nds, copies):
-        out[i] = HistogramPayload(c, bins, pool=pool, nbytes=nbytes)
+    for (i, (_, shape, dtype), nbytes), c in zip(nds, copies):
+        out[i] = HistogramPayload(c, bins, pool=pool, nbytes=nbytes, kind=(shape, dtype))
     return out
 
 
@@ -163,7 +164,7 @@ def build_histogram(tag: str, payload: HistogramPayload) -> bytes:
         return _build(tag, payload)
     finally:  # nothing reads payload.data any more
         if payload.pool is not None:
-            payload.pool.give(payload.data)
+            payload.pool.give(payload.data, payload.kind)
 
 
 def _build(tag: str, payload: HistogramPayload) -> bytes:
