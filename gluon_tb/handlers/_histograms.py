@@ -29,7 +29,7 @@ from ._schedule import Schedule
 Arrays = List[Tuple[str, Any]]
 
 #: the default ``histogram_sample``: parameters with more values are histogrammed from a sample
-SAMPLE = 1 << 20
+SAMPLE = 1 << 16
 
 
 def sampled(a: Any, limit: Optional[int]) -> Any:
