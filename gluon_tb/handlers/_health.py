@@ -59,7 +59,8 @@ SMALL = 1 << 16  # arrays up to this many values share one multi_sum_sq (float32
 CHUNK = 1 << 20  # a larger array: a dot product of itself per chunk of this many values (~3e-6)
 
 
-def sum_squares(arrays: Sequence[Any], ctx: Any) -> Tuple[Any, List[List[int]]]:
+def sum_squares(arrays: Sequence[Any], ctx: Any,
+                meta: Optional[Sequence[Tuple[int, Any]]] = None) -> Tuple[Any, List[List[int]]]:
     """The sums of squares of the arrays' values, queued on MXNet's engine (nothing waited for):
     one float32 vector on ``ctx`` of partial sums, and for each array the indices of its partial
     sums in it (add them in float64).
@@ -69,19 +70,25 @@ def sum_squares(arrays: Sequence[Any], ctx: Any) -> Tuple[Any, List[List[int]]]:
     on 1.4M float32 values on the CPU: ``sum(square(x))`` 10 ms, ``multi_sum_sq`` 1.4 ms,
     chunked ``dot`` 0.14 ms (BLAS); accumulating a whole large array in float32 drifts
     (``multi_sum_sq`` by 50% over 50M values), chunks keep it within a few 1e-6. Anything else
-    (another device, other dtypes) is ``sum(square(x))``, on ``ctx``."""
+    (another device, other dtypes) is ``sum(square(x))``, on ``ctx``. ``meta``: each array's
+    ``(size, dtype)`` where known, for arrays known to be on ``ctx`` (each read of them from an
+    NDArray is a call into MXNet)."""
     from mxnet import nd
 
     small: Dict[Any, List[Any]] = {}
     where: List[Tuple[Any, int, int]] = []  # (small group's dtype, or None: in ``parts``; first; count)
     parts: List[Any] = []
-    for a in arrays:
-        n, dtype = a.size, a.dtype
-        if a.context == ctx and n <= SMALL:
+    for i, a in enumerate(arrays):
+        if meta is not None:
+            n, dtype = meta[i]
+            here = True
+        else:
+            n, dtype, here = a.size, np.dtype(a.dtype), a.context == ctx
+        if here and n <= SMALL:
             group = small.setdefault(dtype, [])
             where.append((dtype, len(group), 1))
             group.append(a)
-        elif a.context == ctx and dtype in (np.float32, np.float64):
+        elif here and dtype in (np.float32, np.float64):
             flat = a.reshape((-1,))
             where.append((None, len(parts), -(-n // CHUNK)))
             for k in range(0, n, CHUNK):
@@ -156,14 +163,17 @@ class HealthMonitor:
         self._wake, self._stopping = threading.Event(), threading.Event()
         self._thread: Optional[threading.Thread] = None
 
-    def observe(self, step: int, grads: List[Tuple[str, Any]], params: Dict[str, Any]) -> None:
-        """Queue the sums of squares of the gradients and weights (before the update)."""
+    def observe(self, step: int, grads: List[Tuple[str, Any]], params: Dict[str, Any],
+                meta: Optional[Sequence[Tuple[int, Any]]] = None) -> None:
+        """Queue the sums of squares of the gradients and weights (before the update). ``meta``:
+        ``(size, dtype)`` of each gradient where known (the weights' are the same), all on the
+        first gradient's device."""
         if not grads:
             return
         names = [n for n, _ in grads]
         ctx = grads[0][1].context
         arrays = [g for _, g in grads] + [params[n].list_data()[0] for n in names]
-        sq, pos = sum_squares(arrays, ctx)
+        sq, pos = sum_squares(arrays, ctx, None if meta is None else list(meta) * 2)
         mults = [float(getattr(params[n], "lr_mult", 1.0)) for n in names]
         self._fresh = (step, names, sq, pos, mults)
 

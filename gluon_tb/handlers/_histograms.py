@@ -22,6 +22,8 @@ import logging
 import math
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+import numpy as np
+
 from ..writer import SummaryWriter
 from ._run_writers import TRAIN, RunWriters
 from ._schedule import Schedule
@@ -32,13 +34,15 @@ Arrays = List[Tuple[str, Any]]
 SAMPLE = 1 << 16
 
 
-def sampled(a: Any, limit: Optional[int]) -> Any:
+def sampled(a: Any, limit: Optional[int], shape: Optional[Tuple[int, ...]] = None) -> Any:
     """``a`` itself when it has at most ``limit`` values (or ``limit`` is ``None``), else about
     ``limit`` of its values: every ``k``-th of the flattened array from the first, ``k`` the
     smallest stride that keeps at most ``limit`` values and that shares no factor with the last
     axis, so every column is represented (a stride of 128 on a ``(V, 128)`` matrix would take one
-    column). Queued on MXNet's engine as one ``slice`` (no host copy, nothing waited for)."""
-    shape = a.shape
+    column). Queued on MXNet's engine as one ``slice`` (no host copy, nothing waited for).
+    ``shape``: ``a``'s, where known (reading it from an NDArray is a call into MXNet)."""
+    if shape is None:
+        shape = a.shape
     n = math.prod(shape)
     if limit is None or n <= limit:
         return a
@@ -63,6 +67,7 @@ class ParamHistograms:
         self._fit_first = 0  # global index of the fit's first batch
         self._epoch_len: Optional[int] = None
         self._chosen: Optional[Arrays] = None
+        self._meta: Dict[str, Tuple[Tuple[int, ...], Any]] = {}  # name: (shape, dtype), from the Parameter
         self._grads_at = -1  # batch whose gradients were taken (or stashed)
         self._done = False  # this epoch's histograms are logged
         self._stash: Dict[str, Any] = {}
@@ -72,7 +77,7 @@ class ParamHistograms:
     def train_begin(self, estimator: Any, step: int, epoch_len: Optional[int] = None) -> None:
         """``epoch_len``: batches an epoch, when the training data can say (``len(loader)``)."""
         self._est, self._fit_first = estimator, step
-        self._epoch_len, self._chosen = epoch_len, None
+        self._epoch_len, self._chosen, self._meta = epoch_len, None, {}
         self._len_known = epoch_len is not None
 
     @property
@@ -124,7 +129,7 @@ class ParamHistograms:
             return
         if not self._done and in_epoch:
             if self._stash_at == last:  # the first epoch: the last batch's copy
-                self.log("gradients", list(self._stash.items()), last)
+                self.log("gradients", list(self._stash.items()), last, own=False)  # samples, perhaps
             elif self._grads_untouched():  # stopped early (a handler returned True): still there
                 self.log("gradients", self._gradients(), last)
             else:
@@ -137,13 +142,18 @@ class ParamHistograms:
             self._epoch_len = max(self._epoch_len or 0, in_epoch)  # an epoch cut short: not its length
         self._stash, self._stash_at = {}, -1
 
-    def log(self, kind: str, arrays: Arrays, step: int) -> None:
+    def log(self, kind: str, arrays: Arrays, step: int, own: bool = True) -> None:
+        """``own``: the arrays are the parameters' own (their shapes are known), not copies."""
+        meta = self._meta if own else {}
         if arrays:  # one queued item, one event
             lim = self._sample
             self._out.call(TRAIN, SummaryWriter.add_histograms,
-                           {f"{kind}/{n}": sampled(a, lim) for n, a in arrays}, step)
+                           {f"{kind}/{n}": sampled(a, lim, meta[n][0] if n in meta else None)
+                            for n, a in arrays}, step)
         if kind == "gradients" and self._health:
-            self._health.observe(step, arrays, dict(self._selected()))
+            known = all(n in meta for n, _ in arrays)
+            self._health.observe(step, arrays, dict(self._selected()),
+                                 [(math.prod(meta[n][0]), meta[n][1]) for n, _ in arrays] if known else None)
 
     def _selected(self) -> Arrays:
         if self._chosen is None:
@@ -156,6 +166,10 @@ class ParamHistograms:
                 except RuntimeError:  # never initialized (unused parameter)
                     continue
                 chosen.append((name, p))
+                shape = tuple(p.shape or ())
+                dense = getattr(p, "_stype", "default") == getattr(p, "_grad_stype", "default") == "default"
+                if shape and all(d > 0 for d in shape) and len(p.list_ctx()) == 1 and dense:
+                    self._meta[name] = (shape, np.dtype(p.dtype))  # its arrays' (no call into MXNet)
             self._chosen = chosen
         return self._chosen
 
