@@ -345,3 +345,30 @@ def test_profiler_failure_follows_on_error(tmp_path, profiler_calls, monkeypatch
     assert [e.step for e in acc.Tensors("batch_loss")] == list(range(12))
     assert "profile/operator_stats" not in acc.Tags()["tensors"]
     assert glob.glob(str(tmp_path / "w" / "train" / "plugins" / "profile" / "*" / "*")) == []
+
+
+def test_operator_stats_tables_keep_their_columns():
+    """MXNet's "Min Use  (kB)" holds two spaces and long names overrun their column: every row of
+    every table has its header's cell count."""
+    from gluon_tb.handlers._profile import stats_markdown
+
+    table = "\n".join([
+        "", "Profile Statistics:", "\tNote the difference in units for different entries.",
+        "Device Storage", "=================",
+        "Name                          Total Count    Min Use  (kB)    Max Use  (kB)    Avg Use  (kB)",
+        "----                          -----------    -------------    -------------    -------------",
+        "Memory: cpu/0                           2          40.0000          80.0000          20.0000",
+        "", "operator", "=================",
+        "Name                          Total Count        Time (ms)    Min Time (ms)    Max Time (ms)    Avg Time (ms)",
+        "----                          -----------        ---------    -------------    -------------    -------------",
+        "ResourceParallelRandomSetSeed               1           5.3130           5.3130           5.3130           5.3130",
+        "dot                                     1           4.1250           4.1250           4.1250           4.1250",
+        ""])
+    md = stats_markdown(table)
+    rows = [line for line in md.splitlines() if line.startswith("| ")]
+    assert rows == [
+        "| Name | Total Count | Min Use  (kB) | Max Use  (kB) | Avg Use  (kB) |",
+        "| Memory: cpu/0 | 2 | 40.0000 | 80.0000 | 20.0000 |",
+        "| Name | Total Count | Time (ms) | Min Time (ms) | Max Time (ms) | Avg Time (ms) |",
+        "| ResourceParallelRandomSetSeed | 1 | 5.3130 | 5.3130 | 5.3130 | 5.3130 |",
+        "| dot | 1 | 4.1250 | 4.1250 | 4.1250 | 4.1250 |"]

@@ -66,14 +66,19 @@ def stats_markdown(table: str) -> str:
     while i < len(lines):
         if i + 2 < len(lines) and lines[i + 1].startswith("====") and lines[i].strip():
             out.append(f"**{lines[i].strip()}**\n")
-            header = re.split(r"\s{2,}", lines[i + 2].strip())
+            head = lines[i + 2]
+            dashes = lines[i + 3] if i + 3 < len(lines) and lines[i + 3].lstrip().startswith("-") else ""
+            # the header's cells lie above the runs of dashes ("Min Use  (kB)" holds two spaces)
+            spans = [m.span() for m in re.finditer(r"-+", dashes)]
+            header = [head[a:b if k < len(spans) - 1 else None].strip() for k, (a, b) in enumerate(spans)] \
+                if spans else re.split(r"\s{2,}", head.strip())
             out.append("| " + " | ".join(header) + " |")
             out.append("|" + "---|" * len(header))
-            i += 3
+            i += 4 if dashes else 3
             while i < len(lines) and lines[i].strip():
-                if not lines[i].strip().startswith("----"):
-                    cells = re.split(r"\s{2,}", lines[i].strip())
-                    out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+                # numbers on the right, the name (which may hold spaces, or overrun its column) first
+                cells = lines[i].strip().rsplit(None, len(header) - 1)
+                out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
                 i += 1
             out.append("")
         else:
