@@ -22,7 +22,7 @@ import pytest
 import readback
 from gluon_tb import SummaryWriter
 from gluon_tb.handlers import TensorBoardCallback
-from test_profile import decode_xspace, profiler_calls  # noqa: F401 - a fixture
+from test_profile import decode_xspace, fail, profiler_calls  # noqa: F401 - a fixture
 
 
 @pytest.fixture(autouse=True)
@@ -227,16 +227,6 @@ def test_second_fit_of_the_same_callback_counts_on(tmp_path, profiler_calls):
 
 
 # ------------------------------------------------------------ profiler failures and on_error
-def fail(monkeypatch, name):
-    real = getattr(mx.profiler, name)
-
-    def broken(*a, **k):
-        if name != "set_config" or k.get("profile_all"):  # set_config: only the profiler's start
-            raise RuntimeError(f"injected {name} failure")
-        return real(*a, **k)
-    monkeypatch.setattr(mx.profiler, name, broken)
-
-
 @pytest.mark.parametrize("name", ["dump", "dumps", "set_config"])
 def test_profiler_failure_raises_under_on_error_raise(tmp_path, profiler_calls, monkeypatch, name):
     fail(monkeypatch, name)

@@ -285,7 +285,6 @@ def test_xprof_reads_the_file(tmp_path, profiler_calls, xprof_python):
     """XProf's own C++ XSpace reader (``xprof.profile_data``) on a fit's file: names and counts."""
     import json
     import subprocess
-    import sys
 
     _, files = profiled(tmp_path, (2, 3))
     script = ("import collections, json, sys\nfrom xprof import profile_data as pd\n"
@@ -318,17 +317,22 @@ def test_nothing_left_in_the_working_directory(tmp_path):
 
 
 # ------------------------------------------------------------ profiler failures and on_error
+def fail(monkeypatch, name):
+    """Make ``mx.profiler.<name>`` raise (``set_config``: only when it starts the profiler)."""
+    real = getattr(mx.profiler, name)
+
+    def broken(*a, **k):
+        if name != "set_config" or k.get("profile_all"):
+            raise RuntimeError(f"injected {name} failure")
+        return real(*a, **k)
+    monkeypatch.setattr(mx.profiler, name, broken)
+
+
 @pytest.mark.parametrize("name", ["dump", "set_config"])
 def test_profiler_failure_follows_on_error(tmp_path, profiler_calls, monkeypatch, name):
     """A failing profiler call raises under on_error="raise"; under "warn" one warning, and the fit
     goes on with everything but the profile."""
-    real = getattr(mx.profiler, name)
-
-    def broken(*a, **k):
-        if name != "set_config" or k.get("profile_all"):  # set_config: only the profiler's start
-            raise RuntimeError(f"injected {name} failure")
-        return real(*a, **k)
-    monkeypatch.setattr(mx.profiler, name, broken)
+    fail(monkeypatch, name)
     with pytest.raises(RuntimeError, match=f"injected {name} failure"):
         make_estimator().fit(loader(), epochs=1, event_handlers=[TensorBoardHandler(str(tmp_path / "r"),
                                                                                     profile_batch=(2, 3))])

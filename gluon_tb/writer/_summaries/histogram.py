@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from dataclasses import dataclass
 from typing import Any, List, Mapping, Optional, Tuple
 
 import numpy as np
@@ -27,31 +26,34 @@ _LOG = logging.getLogger("gluon_tb")
 STRATEGIES = frozenset({"auto", "fd", "doane", "scott", "stone", "rice", "sturges", "sqrt"})
 
 
-@dataclass
 class HistogramPayload:
     """What ``capture_histogram`` hands to the worker.
 
     ``data`` is a private numpy copy or an MXNet NDArray copied on MXNet's
     engine; ``bins`` is ``"default"``, an int, a numpy strategy name or a float64
-    array of edges; ``nbytes`` the size of ``data`` (for the queue's bound).
-    ``build_histogram`` sets ``nonfinite`` to the number of NaN/Inf values it
-    left out, and gives ``data`` back to ``pool`` (if any) when it has read it.
+    array of edges; ``nbytes`` the size of ``data`` (for the queue's bound);
+    ``kind`` an NDArray copy's ``(shape, dtype)``. ``build_histogram`` sets
+    ``nonfinite`` to the number of NaN/Inf values it left out, and gives ``data``
+    back to ``pool`` (if any) when it has read it. (Plain classes, not dataclasses:
+    making a dataclass costs about half a millisecond at import, on a first call.)
     """
 
-    data: Any
-    bins: Bins
-    nonfinite: Optional[int] = None
-    pool: Optional[BufferPool] = None
-    nbytes: int = 0
-    kind: Optional[Tuple[Tuple[int, ...], np.dtype]] = None  # an NDArray copy's (shape, dtype)
+    __slots__ = ("data", "bins", "nonfinite", "pool", "nbytes", "kind")
+
+    def __init__(self, data: Any, bins: Bins, nonfinite: Optional[int] = None,
+                 pool: Optional[BufferPool] = None, nbytes: int = 0,
+                 kind: Optional[Tuple[Tuple[int, ...], np.dtype]] = None) -> None:
+        self.data, self.bins, self.nonfinite = data, bins, nonfinite
+        self.pool, self.nbytes, self.kind = pool, nbytes, kind
 
 
-@dataclass
 class HistogramGroup:
     """What ``capture_histograms`` hands to the worker: ``(tag, payload)`` of one step, in order."""
 
-    items: List[Tuple[str, HistogramPayload]]
-    nbytes: int = 0
+    __slots__ = ("items", "nbytes")
+
+    def __init__(self, items: List[Tuple[str, HistogramPayload]], nbytes: int = 0) -> None:
+        self.items, self.nbytes = items, nbytes
 
 
 # ---------------------------------------------------------------- caller side
