@@ -41,4 +41,8 @@ if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; 
   fi
   echo "$WANT" > "$STAMP"
 fi
+# gluon_tb's bytecode caches, as an installed package has them (pip compiles the peers at install;
+# this checkout is installed editable, and PYTHONDONTWRITEBYTECODE may be set): otherwise a fresh
+# process's first call of a kind compiles the modules it imports
+"$VENV/bin/python" -m compileall -q "$ROOT/gluon_tb" >/dev/null
 exec "$VENV/bin/python" "$HERE/run.py" "$@"
