@@ -27,6 +27,11 @@ def check_positive_int(value: Any, name: str) -> int:
     return value
 
 
+def check_positive_int_or_none(value: Any, name: str) -> Optional[int]:
+    """``None`` (an option switched off or left unbounded), or :func:`check_positive_int`'s."""
+    return None if value is None else check_positive_int(value, name)
+
+
 def check_positive_number(value: Any, name: str) -> float:
     if not is_python_number(value):
         raise TypeError(f"{name} must be a positive number, got {describe(value)}")

@@ -38,8 +38,8 @@ from mxnet.gluon.contrib.estimator.event_handler import (BatchBegin, BatchEnd, E
 
 from ..writer import SummaryWriter
 from ..writer._common.checks import check_bool, check_logdir
-from ._checks import (ParamFilter, check_choice, check_hparams, check_positive_int, check_positive_number,
-                      check_start, param_selector)
+from ._checks import (ParamFilter, check_choice, check_hparams, check_positive_int, check_positive_int_or_none,
+                      check_positive_number, check_start, param_selector)
 from ._dist import DISTRIBUTED, Worker
 from ._epoch_values import EpochValues
 from ._estimator_insight import EstimatorInsight
@@ -173,8 +173,8 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
         self._see = EstimatorInsight(self._out, self._hist, conv_filters=conv_filters, embeddings=embeddings,
                                      word_vectors=word_vectors, grad_health=grad_health,
                                      profile_batch=profile_batch)
-        sample = None if histogram_sample is None else check_positive_int(histogram_sample, "histogram_sample")
-        self._hists = ParamHistograms(self._out, self._hist, param_selector(params), self._see.health, sample)
+        self._hists = ParamHistograms(self._out, self._hist, param_selector(params), self._see.health,
+                                      check_positive_int_or_none(histogram_sample, "histogram_sample"))
 
     @property
     def logdir(self) -> str:

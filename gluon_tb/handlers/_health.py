@@ -288,9 +288,9 @@ class HealthMonitor:
         if self.stop:  # a detector has already stopped training: its check is the one reported
             return
         norms = dict(zip(names + ["global"], [float(x) for x in gn] + [ggn]))
-        counts = {n: -1 for n, x in norms.items() if not math.isfinite(x)}
-        if counts or loss_bad:
-            parts = [f"`{n}` (non-finite norm)" for n in counts if n != "global"]
+        bad = [n for n, x in norms.items() if not math.isfinite(x)]
+        if bad or loss_bad:
+            parts = [f"`{n}` (non-finite norm)" for n in bad if n != "global"]
             if loss_bad:
                 parts.insert(0, "the loss (non-finite values)")
             self._fire("nonfinite", step, "non-finite gradients or loss", parts)

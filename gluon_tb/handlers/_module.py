@@ -7,7 +7,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 from ..writer import SummaryWriter
 from ..writer._common.checks import check_bool, check_logdir
-from ._checks import (ParamFilter, check_choice, check_positive_int, check_positive_number, check_start,
+from ._checks import (ParamFilter, check_choice, check_positive_int_or_none, check_positive_number, check_start,
                       param_selector)
 from ._histograms import SAMPLE, sampled
 from ._dist import DISTRIBUTED, Worker, WorkerMean, detect, place
@@ -133,8 +133,7 @@ class TensorBoardCallback:
         self._hist = schedule(histogram_period, "histogram_period", allow_epoch=True)
         self._weights = check_bool(weights, "weights")
         self._want = param_selector(params)
-        self._sample = None if histogram_sample is None else check_positive_int(histogram_sample,
-                                                                                 "histogram_sample")
+        self._sample = check_positive_int_or_none(histogram_sample, "histogram_sample")
         self._graph = check_bool(graph, "graph")
         self._graph_done = False
         self._steps = ModuleSteps(check_start(initial_epoch, "initial_epoch"),

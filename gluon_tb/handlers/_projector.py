@@ -19,7 +19,7 @@ from typing import Any, List, Optional, Union
 from ..writer._common.checks import describe, is_python_int
 from ._probe import LayerProbe, classifier, context_of, find_block
 from ..writer import SummaryWriter
-from ._checks import check_positive_int
+from ._checks import check_positive_int, check_positive_int_or_none
 from ._hooks import wrap
 from ._run_writers import TRAIN, RunWriters
 from ._inputs import for_display, image_format
@@ -49,7 +49,7 @@ class Embeddings:
         if layer is not None and (not isinstance(layer, str) or not layer):
             raise TypeError(f"layer must be None or a block name, got {describe(layer)}")
         self.layer = layer
-        self.every = None if every is None else check_positive_int(every, "every")
+        self.every = check_positive_int_or_none(every, "every")
         self.data = data
         if not isinstance(tag, str) or not tag:
             raise TypeError(f"tag must be a non-empty str, got {describe(tag)}")

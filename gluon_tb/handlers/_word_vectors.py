@@ -25,7 +25,7 @@ from typing import Any, List, Optional
 from ..writer._common.checks import describe, is_python_number
 from ._probe import blocks, match_block
 from ..writer import SummaryWriter
-from ._checks import check_option, check_positive_int
+from ._checks import check_option, check_positive_int_or_none
 from ._run_writers import TRAIN, RunWriters
 from ._schedule import every_epochs
 
@@ -73,8 +73,8 @@ class WordVectors:
         if counts is not None and self.tokens is None:
             raise ValueError("counts needs vocab: the tokens the counts are of")
         self.counts = counts
-        self.top = None if top is None else check_positive_int(top, "top")
-        self.every = None if every is None else check_positive_int(every, "every")
+        self.top = check_positive_int_or_none(top, "top")
+        self.every = check_positive_int_or_none(every, "every")
         if not isinstance(tag, str) or not tag:
             raise TypeError(f"tag must be a non-empty str, got {describe(tag)}")
         self.tag = tag
