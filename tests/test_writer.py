@@ -282,14 +282,15 @@ def test_writer_thread_runs_at_its_own_low_priority(tmp_path, worker_nice):
 
     mine = os.getpriority(os.PRIO_PROCESS, 0)
     want = mine if worker_nice is None else max(mine, worker_nice)
-    w = SummaryWriter(tmp_path, worker_nice=worker_nice)
+    before = writer_threads()
+    w = SummaryWriter(tmp_path, worker_nice=worker_nice)  # the thread starts with the writer
     for step in range(2):
-        before = writer_threads()
         w.add_scalar("x", float(step), step)
         w.flush()
         (new,) = writer_threads() - before
         assert os.getpriority(os.PRIO_PROCESS, new) == want
         assert os.getpriority(os.PRIO_PROCESS, 0) == mine
         w.close()
+        before = writer_threads()
         w.reopen()  # a reopened writer's new thread too
     assert readback.scalars(str(tmp_path), ".", "x") == [(0, 0.0), (1, 1.0)]
