@@ -144,7 +144,9 @@ def b2b_section(R: dict, targets: List[str]) -> List[str]:
         return []
     one = next((r for key in ("b2b", "b2b_nd") for rs in R.get(key, {}).values() for r in _ok(rs)), {})
     out = [f"### backtoback: {one.get('k', 5)} × `add_histogram` of {one.get('n', 0) / 1e6:g}M float32 back to "
-           "back, default bins, fresh process (first call included), then `flush()` and `close()`", "",
+           "back, default bins, fresh process (first call included), then `flush()` and `close()`; "
+           f"each process first touches and frees {one.get('warm_mb', 0)} MB (this VM's host backs memory "
+           "lazily: RESULTS-notes.md)", "",
            "| input | figure | gluon_tb | tensorboardX | torch.utils.tensorboard | mxboard |",
            "|---|---|---|---|---|---|"]
     vals: Dict[str, Dict[str, Dict[str, Optional[float]]]] = {}

@@ -48,6 +48,9 @@ def scalar_values(n: int) -> list:
     return np.random.default_rng(SCALAR_SEED).standard_normal(n).tolist()
 
 
+WARM_MB = 512  # bench_b2b: memory touched and freed before it measures
+
+
 def hist_values(n: int) -> np.ndarray:
     return np.random.default_rng(HIST_SEED).standard_normal(n, dtype=np.float32)
 
@@ -165,7 +168,15 @@ def bench_mlp(name: str, logdir: str, batches: int = 100, warm: int = 10, rounds
 
 def bench_b2b(name: str, logdir: str, n: int = 10_000_000, k: int = 5, nd: int = 0) -> dict:
     """``k`` calls of ``add_histogram`` back to back (default bins), then ``flush()`` and
-    ``close()``: each call's caller time (the first included) and the time until on disk."""
+    ``close()``: each call's caller time (the first included) and the time until on disk.
+
+    The process first touches and frees ``WARM_MB`` of memory, whichever writer it runs. This
+    machine is a VM whose host backs guest memory lazily: a page the guest has not used for a
+    while costs ~1 ms per MB of system time when first touched (measured in RESULTS-notes.md), so
+    a fresh 40 MB copy took 5-7 ms or 30-50 ms by chance. Touched once, the memory is backed for
+    every writer alike, as on a machine whose memory is its own."""
+    warm = np.ones(WARM_MB << 20, np.uint8)
+    del warm
     arr = hist_values(n)
     if nd:
         import mxnet as mx
@@ -188,7 +199,7 @@ def bench_b2b(name: str, logdir: str, n: int = 10_000_000, k: int = 5, nd: int =
     return {"call_ms_mean": float(np.mean(calls)) * 1e3, "call_ms_median": float(np.median(calls)) * 1e3,
             "call_ms_max": float(np.max(calls)) * 1e3, "call_ms_all": [round(c * 1e3, 3) for c in calls],
             "calls_ms": (t_calls - t0) * 1e3, "flush_ms": (t_flush - t0) * 1e3,
-            "disk_ms": (t_close - t0) * 1e3, "n": n, "k": k, "nd": nd}
+            "disk_ms": (t_close - t0) * 1e3, "n": n, "k": k, "nd": nd, "warm_mb": WARM_MB}
 
 
 def bench_fit(name: str, logdir: str, config: str = "typical", rounds: int = 8, epochs: int = 5,
