@@ -273,6 +273,29 @@ def test_steps_at_every_varint_size_boundary(tmp_path):
     assert readback.scalars(str(tmp_path), ".", "s") == [(s, float(s % 1000)) for s in steps]
 
 
+def test_the_writer_thread_starts_with_the_writer_and_ends_with_it(tmp_path):
+    """Started by the constructor (a first add_* never waits for a thread to start); a writer
+    dropped without close() still ends it, and what it was given is written."""
+    import gc
+    import time
+
+    def writer_threads():
+        return {t for t in threading.enumerate() if t.name == "gluon_tb-writer" and t.is_alive()}
+
+    before = writer_threads()
+    w = SummaryWriter(tmp_path)
+    (mine,) = writer_threads() - before
+    assert readback.event_files(str(tmp_path)) == []  # no event file before something is logged
+    w.add_scalar("x", 1.0, 3)
+    del w
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while mine.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not mine.is_alive()
+    assert readback.scalars(str(tmp_path), ".", "x") == [(3, 1.0)]
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a nice value is per thread on Linux only")
 @pytest.mark.parametrize("worker_nice", [19, 7, None])
 def test_writer_thread_runs_at_its_own_low_priority(tmp_path, worker_nice):
