@@ -74,6 +74,25 @@ ROWS = [
      lambda d: readback.scalars(d, ".", "x") == [(0, 1.0)]),
     ("step-numpy-int", lambda w: w.add_scalar("x", 1.0, np.int64(7)), ACCEPT,
      lambda d: readback.scalars(d, ".", "x") == [(7, 1.0)]),
+    # an Event's step is an int64: a larger one would make the record undecodable, and TensorBoard's
+    # loaders would drop every later event of the file
+    ("step-int64-max", lambda w: w.add_scalar("x", 1.0, 2**63 - 1), ACCEPT,
+     lambda d: readback.scalars(d, ".", "x") == [(2**63 - 1, 1.0)]),
+    ("step-past-int64", lambda w: w.add_scalar("x", 1.0, 2**63), REJECT, (ValueError, "global_step")),
+    ("step-2**70", lambda w: w.add_scalar("x", 1.0, 2**70), REJECT, (ValueError, "global_step")),
+    ("step-uint64-max", lambda w: w.add_scalar("x", 1.0, np.uint64(2**64 - 1)), REJECT,
+     (ValueError, "global_step")),
+    ("step-float-huge", lambda w: w.add_scalar("x", 1.0, 1e30), REJECT, (ValueError, "global_step")),
+    ("step-past-int64-text", lambda w: w.add_text("t", "x", 2**70), REJECT, (ValueError, "global_step")),
+    ("step-past-int64-histogram", lambda w: w.add_histogram("h", np.ones(3), 2**64), REJECT,
+     (ValueError, "global_step")),
+    ("scalar-int-past-float64", lambda w: w.add_scalar("x", 10**400, 1), REJECT, (ValueError, "value")),
+    ("scalars-int-past-float64", lambda w: w.add_scalars("m", {"a": 10**400}, 1), REJECT, (ValueError, "value")),
+    ("scalar-big-int", lambda w: w.add_scalar("x", 2**70, 1), ACCEPT,
+     lambda d: readback.scalars(d, ".", "x") == [(1, float(2**70))]),
+    ("walltime-nan", lambda w: w.add_scalar("x", 1.0, 1, walltime=float("nan")), REJECT, (ValueError, "walltime")),
+    ("walltime-inf-histogram", lambda w: w.add_histogram("h", np.ones(3), 1, walltime=math.inf), REJECT,
+     (ValueError, "walltime")),
     ("embedding-labels-mismatch", lambda w: w.add_embedding("e", np.zeros((3, 2)), labels=["a"]), REJECT,
      (ValueError, "labels")),
     ("embedding-images-mismatch", lambda w: w.add_embedding("e", np.zeros((3, 2)), images=np.zeros((2, 1, 4, 4))),
@@ -112,3 +131,9 @@ def test_bad_input_row(tmp_path, rid, call, outcome, expect):
     assert readback.scalars(d, ".", "sentinel") == [(0, 1.0), (1, 2.0)]  # nothing lost
     if outcome == ACCEPT and expect is not None:
         assert expect(d)
+
+
+def test_a_purge_step_past_int64_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="purge_step"):
+        SummaryWriter(str(tmp_path), purge_step=2**63)
+    assert readback.event_files(str(tmp_path)) == []

@@ -45,7 +45,7 @@ class Oracle:
 PARAMS = ["fc1_weight", "fc1_bias", "fc2_weight", "fc2_bias"]
 
 
-def fit(logdir, metric="acc", oracle=None, **kw):
+def fit(logdir, metric="acc", oracle=None, epoch_end=None, **kw):
     train, val = iters()
     cb = TensorBoardCallback(logdir, **kw)
     oracle = oracle or Oracle()
@@ -54,7 +54,8 @@ def fit(logdir, metric="acc", oracle=None, **kw):
     mod.fit(train, eval_data=val, eval_metric=metric, num_epoch=2, optimizer="sgd",
             optimizer_params={"learning_rate": 0.1}, initializer=mx.init.Xavier(),
             batch_end_callback=[mx.callback.Speedometer(BATCH, 1, auto_reset=True), cb, oracle.on_batch],
-            epoch_end_callback=cb.epoch_end, eval_end_callback=[cb.eval_end, oracle.on_eval])
+            epoch_end_callback=epoch_end(cb) if epoch_end else cb.epoch_end,
+            eval_end_callback=[cb.eval_end, oracle.on_eval])
     cb.close()
     return oracle
 
@@ -76,6 +77,18 @@ def test_layout_steps_and_values(tmp_path):
     val = readback.scalars(logdir, "validation", "epoch_accuracy")
     assert [s for s, _ in val] == [0, 1]
     assert [v for _, v in val] == pytest.approx([v[0][1] for v in oracle.val])
+    for p in PARAMS:
+        assert [e.step for e in readback.tensor_events(logdir, "train", f"weights/{p}")] == [3, 7]
+
+
+def test_the_callback_itself_as_epoch_end_callback_is_its_epoch_end(tmp_path):
+    """MXNet calls an epoch_end_callback with (epoch, symbol, arg_params, aux_params): the
+    callback object passed there does what its epoch_end does."""
+    logdir = str(tmp_path)
+    oracle = fit(logdir, epoch_end=lambda cb: cb)
+    train = readback.scalars(logdir, "train", "epoch_accuracy")
+    assert [s for s, _ in train] == [0, 1]
+    assert [v for _, v in train] == pytest.approx([t[0][1] for t in oracle.train])
     for p in PARAMS:
         assert [e.step for e in readback.tensor_events(logdir, "train", f"weights/{p}")] == [3, 7]
 

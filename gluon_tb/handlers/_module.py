@@ -175,8 +175,13 @@ class TensorBoardCallback:
         """What the first ``fit``'s starting point was found from (``""``: it started at 0)."""
         return self._steps.resumed_from
 
-    def __call__(self, param: Any) -> None:
-        """``batch_end_callback``: ``param`` is MXNet's ``BatchEndParam``."""
+    def __call__(self, param: Any, *epoch_end_args: Any) -> None:
+        """``batch_end_callback``: ``param`` is MXNet's ``BatchEndParam``.
+
+        Passed as ``epoch_end_callback`` too (MXNet then calls it with ``epoch, symbol,
+        arg_params, aux_params``), it does what :meth:`epoch_end` does."""
+        if epoch_end_args:
+            return self.epoch_end(param, *epoch_end_args)
         src = param.eval_metric
         self._train_src = src
         local = param.locals or {}

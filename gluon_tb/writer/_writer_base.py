@@ -23,7 +23,7 @@ from ._io.logdir import check_run_name, make_logdir
 from ._io.pipeline import DEFAULT_MAX_QUEUE_BYTES, DEFAULT_WORKER_NICE, Pipeline, WriterClosedError
 from ._io.remote_options import RemoteOptions, remote_options
 from ._summaries.copy_buffers import POOL_BYTES, BufferPool
-from ._summaries.scalar import mean_of, scalar_value
+from ._summaries.scalar import float_of_int, mean_of, scalar_value
 from ._writer_args import check_writer_args
 
 _time = time.time
@@ -98,7 +98,7 @@ class WriterBase:
     def _step(self, global_step: Any) -> int:
         if global_step is None:
             return 0
-        if type(global_step) is int and global_step >= 0:
+        if type(global_step) is int and 0 <= global_step <= 9223372036854775807:  # MAX_STEP
             return global_step
         return check_step(global_step)
 
@@ -126,14 +126,17 @@ class WriterBase:
         t = type(value)
         if t is not float:
             if t is int:
-                value = float(value)
+                try:
+                    value = float(value)
+                except OverflowError:
+                    value = float_of_int(value)  # its ValueError
             elif t is dict or t is tuple or t is list:
                 return self._named_scalars(tag, value, global_step, walltime)
             else:
                 value = scalar_value(value)
         if global_step is None:
             step = 0
-        elif type(global_step) is int and global_step >= 0:
+        elif type(global_step) is int and 0 <= global_step <= 9223372036854775807:  # MAX_STEP
             step = global_step
         else:
             step = check_step(global_step)
@@ -166,7 +169,7 @@ class WriterBase:
             self._scalar_in_run(run, main_tag, v, global_step, wall)
 
     def _scalar_in_run(self, run: str, tag: str, value: Any, global_step: Any, walltime: Any) -> None:
-        value = float(value) if type(value) in (int, float) else scalar_value(value)
+        value = float_of_int(value) if type(value) in (int, float) else scalar_value(value)
         self._put_scalar(run, tag, value, global_step, walltime)
 
     def _put_scalar(self, run: Optional[str], tag: str, value: Any, global_step: Any, walltime: Any) -> None:

@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # typing.TypeGuard is Python 3.10+; annotations here are neve
     from typing import TypeGuard
 
 MAX_TAG_LEN = 4096
+MAX_STEP = 2**63 - 1  # an Event's step is an int64: a larger one would not decode
 Number = Union[int, float, np.number]  # what a numeric argument (sample_rate, fps, a metric) may be
 
 
@@ -24,7 +25,10 @@ def describe(x: Any) -> str:
     """A short description of a received value for error messages."""
     if isinstance(x, np.ndarray) or is_ndarray(x):
         return f"{type(x).__name__} of shape {tuple(x.shape)} and dtype {np.dtype(x.dtype).name}"
-    r = repr(x)
+    try:
+        r = repr(x)
+    except ValueError:  # an int past Python's limit on digits
+        r = f"<{x.bit_length()} bits>" if isinstance(x, int) else "<no repr>"
     if len(r) > 60:
         r = r[:57] + "..."
     return f"{type(x).__name__} {r}"
@@ -78,7 +82,7 @@ def check_step(step: int, name: str = ...) -> int: ...
 @overload
 def check_step(step: object, name: str = ...) -> Optional[int]: ...
 def check_step(step: Any, name: str = "global_step") -> Optional[int]:
-    """``None`` or a non-negative int (numpy and 0-d integer arrays accepted).
+    """``None`` or an int from 0 to :data:`MAX_STEP` (numpy and 0-d integer arrays accepted).
 
     A finite non-negative float is truncated with ``int()``, as mxboard did (its own scalar
     demo passes ``global_step=x * 100``), with a ``UserWarning`` (shown once per calling line).
@@ -88,6 +92,8 @@ def check_step(step: Any, name: str = "global_step") -> Optional[int]:
     if type(step) is int:
         if step < 0:
             raise ValueError(f"{name} must be a non-negative int, got {step}")
+        if step > MAX_STEP:
+            raise ValueError(f"{name} must be at most 2**63 - 1 (an event's step is an int64), got {step}")
         return step
     if isinstance(step, bool):
         raise TypeError(f"{name} must be a non-negative int, got bool {step!r}")
@@ -98,6 +104,8 @@ def check_step(step: Any, name: str = "global_step") -> Optional[int]:
     if isinstance(step, (float, np.floating)):
         if not (math.isfinite(step) and step >= 0):
             raise ValueError(f"{name} must be a non-negative int, got {step!r}")
+        if step >= 2.0**63:
+            raise ValueError(f"{name} must be at most 2**63 - 1 (an event's step is an int64), got {step!r}")
         # one message text: Python's default filter shows it once per calling line
         warnings.warn(f"{name} is a float: it is truncated to an int (as mxboard did); pass an int",
                       UserWarning, stacklevel=3)
@@ -116,7 +124,13 @@ def check_walltime(walltime: Any) -> Optional[float]:
         return None
     if not is_real(walltime):
         raise TypeError(f"walltime must be a number of seconds since the epoch, got {describe(walltime)}")
-    return float(walltime)
+    try:
+        wall = float(walltime)
+    except OverflowError:
+        wall = math.inf
+    if not math.isfinite(wall):
+        raise ValueError(f"walltime must be a finite number of seconds since the epoch, got {describe(walltime)}")
+    return wall
 
 
 URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")  # group 1: the protocol

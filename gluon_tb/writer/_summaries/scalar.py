@@ -83,6 +83,16 @@ def check_mean_part(dtype: np.dtype, size: int, a: Any) -> None:
         raise ValueError(f"values must be non-empty arrays, got {describe(a)}")
 
 
+def float_of_int(value: Any) -> float:
+    """``float(value)`` for an int (or a float); a ``ValueError`` naming ``value`` for an int
+    beyond float64's range rather than Python's ``OverflowError``."""
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError(f"value must be a number within float64's range, got an int of "
+                         f"{value.bit_length()} bits") from None
+
+
 def scalar_value(value: Any) -> Any:
     """Validate a non-float scalar; returns a float, or an NDArray copy read later."""
     if isinstance(value, (bool, np.bool_)):
@@ -102,4 +112,6 @@ def scalar_value(value: Any) -> Any:
             return float(value.asnumpy().reshape(-1)[0])
     if isinstance(value, (str, bytes)) or not hasattr(value, "__float__"):
         raise TypeError(f"value must be a number, got {describe(value)}")
+    if isinstance(value, int):
+        return float_of_int(value)
     return float(value)
