@@ -44,6 +44,16 @@ def is_real(x: Any) -> bool:
     return isinstance(x, numbers.Real) and not isinstance(x, bool)
 
 
+def as_float(value: Any, name: str) -> float:
+    """``float(value)``; a ``ValueError`` naming ``name`` for an int beyond float64's range
+    (Python raises ``OverflowError``)."""
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError(f"{name} must be a number within float64's range, got an int of "
+                         f"{int(value).bit_length()} bits") from None
+
+
 def is_python_int(value: Any) -> TypeGuard[int]:
     """An int that is not a bool (:func:`is_int`) and a Python ``int``: for arguments (queue sizes,
     periods) that refuse numpy integers, where the summary arguments take them."""

@@ -19,7 +19,7 @@ import numpy as np
 
 from .._format import proto as _proto
 from .._common.arrays import to_numpy
-from .._common.checks import Number, describe, is_real
+from .._common.checks import Number, as_float, describe, is_real
 from .capture import array_nbytes, check_array, snapshot
 
 MAX_SAMPLE_RATE = 2**32 - 1  # the WAV header's field
@@ -59,7 +59,7 @@ def capture_audio(audio: Any, sample_rate: Number = 44100) -> AudioPayload:
                          f"got {describe(x)}")
     if shape[1 if channels_first else 0] == 0:
         raise ValueError(f"audio must have at least one frame, got {describe(x)}")
-    return AudioPayload(snapshot(x), channels_first, float(sample_rate))
+    return AudioPayload(snapshot(x), channels_first, as_float(sample_rate, "sample_rate"))
 
 
 def to_pcm16(arr: np.ndarray) -> np.ndarray:

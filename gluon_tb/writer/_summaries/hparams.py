@@ -35,7 +35,7 @@ import numpy as np
 
 from .._format import proto as _proto
 from .._common.arrays import host_float, is_ndarray
-from .._common.checks import check_tag, describe, is_real
+from .._common.checks import as_float, check_tag, describe, is_real
 from .._format.wire import f_bool, f_bytes, f_double, f_str, f_varint
 
 PLUGIN_NAME = "hparams"
@@ -69,7 +69,7 @@ def _hparam_value(v: Any, where: str) -> HParamValue:
     if isinstance(v, (str, bool)):
         return v
     if isinstance(v, numbers.Real):
-        return float(v)
+        return as_float(v, where)
     raise TypeError(f"{where} must be a str, bool, int or float, got {describe(v)}")
 
 
@@ -83,7 +83,7 @@ def _metric_value(v: Any, where: str) -> Any:
         v = v[()]
     if not is_real(v):  # numpy's bool is no numbers.Real either
         raise TypeError(f"{where} must be an int or float, got {describe(v)}")
-    return float(v)
+    return as_float(v, where)
 
 
 def _mapping(d: Any, name: str) -> Mapping:

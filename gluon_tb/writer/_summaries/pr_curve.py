@@ -16,7 +16,7 @@ import numpy as np
 
 from .._format import proto as _proto
 from .._common.arrays import is_ndarray, to_numpy
-from .._common.checks import describe, is_int, is_real
+from .._common.checks import as_float, describe, is_int, is_real
 from .._format.wire import f_varint
 
 __all__ = ["PrCurvePayload", "capture_pr_curve", "build_pr_curve", "PLUGIN_NAME"]
@@ -59,7 +59,7 @@ def capture_pr_curve(labels: Any, predictions: Any, num_thresholds: int = 127,
         raise TypeError(f"predictions must be a float array in [0, 1], got {describe(predictions)}")
     if weights is not None:
         if is_real(weights):
-            weights = float(weights)
+            weights = as_float(weights, "weights")
         else:
             weights = _take(weights, "weights")
             if np.dtype(weights.dtype).kind not in "iuf":

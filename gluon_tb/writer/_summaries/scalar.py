@@ -11,7 +11,7 @@ from typing import Any, List
 import numpy as np
 
 from .._common.arrays import host_view, is_ndarray
-from .._common.checks import describe
+from .._common.checks import as_float, describe
 
 _UNREDUCED_MAX = 1 << 16  # add_mean(copy=False) reads arrays up to this size on the worker
 
@@ -84,13 +84,9 @@ def check_mean_part(dtype: np.dtype, size: int, a: Any) -> None:
 
 
 def float_of_int(value: Any) -> float:
-    """``float(value)`` for an int (or a float); a ``ValueError`` naming ``value`` for an int
-    beyond float64's range rather than Python's ``OverflowError``."""
-    try:
-        return float(value)
-    except OverflowError:
-        raise ValueError(f"value must be a number within float64's range, got an int of "
-                         f"{value.bit_length()} bits") from None
+    """``float(value)`` for an int (or a float), with a ``ValueError`` naming ``value`` for an
+    int beyond float64's range."""
+    return as_float(value, "value")
 
 
 def scalar_value(value: Any) -> Any:

@@ -21,7 +21,7 @@ import numpy as np
 
 from .._format import proto as _proto
 from .._common.arrays import to_numpy
-from .._common.checks import Number, describe, is_real
+from .._common.checks import Number, as_float, describe, is_real
 from .capture import array_nbytes, check_array, snapshot
 from .layouts import check_channels
 from .pixels import tile_images, to_uint8
@@ -52,7 +52,7 @@ def capture_video(video: Any, fps: Number = 4) -> VideoPayload:
     if 0 in shape:
         raise ValueError(f"video must have at least one clip, frame, row and column, "
                          f"got {describe(x)}")
-    return VideoPayload(snapshot(x), float(fps))
+    return VideoPayload(snapshot(x), as_float(fps, "fps"))
 
 
 def frame_delay_ms(fps: float) -> int:
