@@ -279,6 +279,7 @@ def test_initial_epoch_and_step(tmp_path):
     ({"initial_epoch": "3"}, TypeError, "initial_epoch must be None or an int >= 0, got str"),
     ({"initial_epoch": True}, TypeError, "initial_epoch must be None or an int >= 0, got bool"),
     ({"initial_step": 2.0}, TypeError, "initial_step must be None or an int >= 0, got float"),
+    ({"initial_step": 2**63}, ValueError, r"initial_step must be at most 2\*\*63 - 1"),
 ])
 def test_initial_arguments_are_checked_up_front(tmp_path, kw, err, msg):
     with pytest.raises(err, match=msg):
