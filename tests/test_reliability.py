@@ -153,6 +153,68 @@ def test_injected_write_error_reaches_the_user_and_nothing_before_is_lost(tmp_pa
         readback.raw_events(path)  # strict: no torn record anywhere
 
 
+def test_a_full_disk_when_the_file_is_created_leaves_no_file_without_its_first_event(tmp_path, monkeypatch):
+    """The first write of a new file (its file_version event) fails: no file is kept, and the next
+    write starts a new one with that event, so TensorBoard reads it as a new-format file (an old-
+    format one is purged whenever a step goes back)."""
+    w = SummaryWriter(tmp_path)
+    heal = _fail_writes(monkeypatch, errno.ENOSPC)
+    w.add_scalar("s", 1.0, 1)
+    with pytest.raises(OSError) as exc:
+        w.flush()
+    assert exc.value.errno == errno.ENOSPC
+    assert readback.event_files(str(tmp_path)) == []
+    heal()
+    for step in (5, 3, 4, 10):  # steps going back: kept in a new-format file
+        w.add_scalar("s", float(step), step)
+    w.close()
+    (path,) = readback.event_files(str(tmp_path))
+    assert readback.raw_events(path)[0].file_version == "brain.Event:2"
+    assert readback.scalars(str(tmp_path), ".", "s") == [(5, 5.0), (3, 3.0), (4, 4.0), (10, 10.0)]
+
+
+def test_a_scalar_whose_tag_cannot_be_encoded_costs_only_itself(tmp_path):
+    """The producer refuses such a tag (a ValueError: tests/test_bad_input.py); one that gets past it
+    into the queue is reported once and the worker goes on with the rest."""
+    w = SummaryWriter(tmp_path)
+    w.add_scalar("s", 0.0, 0)
+    w._p.put_scalar((None, "a\udc80b", 1.0, 1, 0.0))  # past the check, as a bug elsewhere could
+    w.add_scalar("s", 2.0, 2)
+    with pytest.raises(UnicodeEncodeError):
+        w.flush()
+    w.add_scalar("s", 3.0, 3)
+    w.close()
+    assert _scalar_steps(tmp_path) == [0, 2, 3]
+
+
+def test_a_writer_freed_on_its_own_writer_thread_finishes_without_deadlock(tmp_path, monkeypatch):
+    """The cyclic collector can free a forgotten writer on any thread, its own writer thread too,
+    which may hold its wake-up Event's lock at that moment (inside Event.wait). __del__ there must
+    neither wake nor wait for that thread: the thread finishes and writes what it had."""
+    from gluon_tb.writer._summaries import histogram
+
+    w = SummaryWriter(tmp_path, flush_secs=0.1)
+    p, real = w._p, histogram.build_histogram
+    freed = threading.Event()
+
+    def build(tag, payload):
+        if not freed.is_set():
+            freed.set()
+            with p._wake._cond:  # as inside Event.wait, when a collection frees the writer
+                w.__del__()
+        return real(tag, payload)
+
+    monkeypatch.setattr(histogram, "build_histogram", build)
+    for i in range(3):
+        w.add_scalar("s", float(i), i)
+    w.add_histogram("h", np.arange(10.0), 0)
+    worker = p._thread
+    worker.join(20)
+    assert not worker.is_alive(), "the writer thread did not finish"
+    assert _scalar_steps(tmp_path) == [0, 1, 2]
+    assert [e.step for e in readback.tensor_events(str(tmp_path), ".", "h")] == [0]
+
+
 def test_injected_error_is_raised_by_the_next_add_call(tmp_path, monkeypatch):
     w = SummaryWriter(tmp_path)
     w.add_scalar("s", 0.0, 0)

@@ -121,8 +121,8 @@ class WriterBase:
         """
         if self._closed or self._p.error is not None:
             self._check()
-        if type(tag) is not str or not tag or len(tag) > MAX_TAG_LEN:
-            tag = check_tag(tag)
+        if type(tag) is not str or not tag or len(tag) > MAX_TAG_LEN or not tag.isascii():
+            tag = check_tag(tag)  # (isascii is O(1); others are checked for UTF-8 each time)
         t = type(value)
         if t is not float:
             if t is int:
@@ -266,7 +266,7 @@ class WriterBase:
         # pipeline's close() is safe twice (the second waits for the first)
         self._closed = True
         p = self._p
-        if not p.close(timeout=30.0):
+        if not p.close(timeout=30.0) and not p.on_worker():  # on it, close() only queues the stop
             _log.warning("gluon_tb: %s was not finished writing within 30 s at exit", self._logdir)
         err = p.take_error()
         if err is not None:  # nobody is left to raise it to

@@ -72,8 +72,20 @@ def check_bool(value: Any, name: str) -> bool:
     return value
 
 
+def check_utf8(s: str, name: str) -> str:
+    """``s`` encodes as UTF-8: not so a str holding a lone surrogate (``os.fsdecode`` of a file
+    name that is not UTF-8 makes them), which no event file can hold."""
+    if not s.isascii():  # O(1): ASCII is always fine
+        try:
+            s.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise ValueError(f"{name} must be encodable as UTF-8, got {describe(s)} (a lone surrogate "
+                             f"{s[e.start]!r} at position {e.start})") from None
+    return s
+
+
 def check_tag(tag: Any, name: str = "tag") -> str:
-    """A tag is a non-empty str of at most ``MAX_TAG_LEN`` characters."""
+    """A tag is a non-empty str of at most ``MAX_TAG_LEN`` characters, encodable as UTF-8."""
     if type(tag) is not str:
         if isinstance(tag, str):
             return check_tag(str(tag), name)
@@ -82,7 +94,7 @@ def check_tag(tag: Any, name: str = "tag") -> str:
         raise ValueError(f"{name} must be a non-empty str, got ''")
     if len(tag) > MAX_TAG_LEN:
         raise ValueError(f"{name} must be at most {MAX_TAG_LEN} characters, got {len(tag)}")
-    return tag
+    return check_utf8(tag, name)
 
 
 @overload

@@ -89,7 +89,16 @@ class EventFile:
             raise type(e)(e.errno, f"cannot create an event file in {self.directory}: "
                                    f"{e.strerror or e}", e.filename) from e
         self._fd, self.path, self._size = fd, path, 0
-        self._write_all(frame(_proto.event(time.time(), 0, file_version=FILE_VERSION)))
+        try:
+            self._write_all(frame(_proto.event(time.time(), 0, file_version=FILE_VERSION)))
+        except OSError:  # ENOSPC, say: no file without its first event (TensorBoard would read
+            self._fd, self.path = None, None  # it as an old-format file); the next write starts anew
+            os.close(fd)
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+            raise
 
     # -- writing ---------------------------------------------------------------
     def write(self, data: bytes) -> None:

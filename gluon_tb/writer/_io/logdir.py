@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .._common.checks import describe
+from .._common.checks import check_utf8, describe
 
 
 def local_path(logdir: str) -> str:
@@ -36,4 +36,4 @@ def check_run_name(name: Any, arg: str) -> str:
             or any(p in ("", ".", "..") for p in parts)):
         raise ValueError(f"{arg} must be a relative name without '..', empty parts or a "
                          f"leading '/', got {name!r}")
-    return name
+    return check_utf8(name, arg)

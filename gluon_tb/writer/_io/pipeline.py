@@ -252,6 +252,10 @@ class Pipeline(Worker):
         t = self._thread
         return t is not None and t.is_alive()
 
+    def on_worker(self) -> bool:
+        """The calling thread is this pipeline's worker."""
+        return self._thread is not None and threading.current_thread() is self._thread
+
     @property
     def is_remote(self) -> bool:
         """The log directory is a URL, written to a :class:`~.remote.Store`."""
@@ -288,10 +292,18 @@ class Pipeline(Worker):
         """Write everything queued before this call, close the files, stop the worker.
 
         Safe beside producers on other threads (see ``_late``) and a second ``close``
-        (which waits for the first); True when everything was written in time.
+        (which waits for the first); True when everything was written in time. On the
+        worker's own thread it only queues the stop and returns False (see below).
         """
         with self._lock:
             first, self.closed, self._check_at = not self.closed, True, 0
+        if self.on_worker():
+            # The cyclic collector freed a forgotten writer on its own worker thread, which may
+            # hold _wake's lock right now (inside Event.wait): neither wake it nor wait for it.
+            # It takes the stop marker when it goes on, within flush_secs.
+            if first:
+                self._q.append(Sync(threading.Event(), stop=True))
+            return False
         if not first:
             return self._wait(self._finished, timeout)
         with self._start_lock:  # from here on no producer starts a worker (``_start``)

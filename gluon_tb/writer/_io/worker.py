@@ -172,7 +172,11 @@ class Worker:
             if prefix is None:
                 if len(prefixes) > 100_000:
                     prefixes.clear()
-                prefix = prefixes[tag] = _proto.scalar_prefix(tag)
+                try:
+                    prefix = prefixes[tag] = _proto.scalar_prefix(tag)
+                except Exception as e:  # a tag the producer's check let through: lose this one only
+                    self._fail(e)
+                    continue
             out.append(scalar_event(wall, step, prefix, value))
 
     def _summary(self, item: Summary) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any, List, Mapping, Sequence, Tuple
 
 from .._format import proto as _proto
-from .._common.checks import describe
+from .._common.checks import check_utf8, describe
 from .._format.wire import f_bytes, f_str
 
 PLUGIN_NAME = "custom_scalars"
@@ -38,6 +38,7 @@ def check_layout(layout: Any) -> List[Tuple[str, List[Tuple[str, str, List[str]]
     for cat, charts in layout.items():
         if not isinstance(cat, str):
             raise TypeError(f"layout category titles must be str, got {describe(cat)}")
+        check_utf8(cat, "layout category title")
         where = f"layout[{cat!r}]"
         if not isinstance(charts, Mapping):
             raise TypeError(f"{where} must be a dict {{chart title: [kind, tags]}}, "
@@ -46,6 +47,7 @@ def check_layout(layout: Any) -> List[Tuple[str, List[Tuple[str, str, List[str]]
         for title, spec in charts.items():
             if not isinstance(title, str):
                 raise TypeError(f"{where} chart titles must be str, got {describe(title)}")
+            check_utf8(title, f"{where} chart title")
             parsed.append((title,) + _check_chart(spec, f"{where}[{title!r}]"))
         out.append((cat, parsed))
     return out
@@ -64,6 +66,8 @@ def _check_chart(spec: Any, where: str) -> Tuple[str, List[str]]:
     bad = [t for t in tags if not isinstance(t, str) or not t]
     if bad:
         raise TypeError(f"{where}[1] must hold non-empty str tags, got {describe(bad[0])}")
+    for t in tags:
+        check_utf8(t, f"{where}[1]")
     if kind == "Multiline" and not tags:
         raise ValueError(f"{where}[1] must name at least one tag regex, got []")
     if kind == "Margin" and len(tags) != 3:

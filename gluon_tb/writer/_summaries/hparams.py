@@ -35,7 +35,7 @@ import numpy as np
 
 from .._format import proto as _proto
 from .._common.arrays import host_float, is_ndarray
-from .._common.checks import as_float, check_tag, describe, is_real
+from .._common.checks import as_float, check_tag, check_utf8, describe, is_real
 from .._format.wire import f_bool, f_bytes, f_double, f_str, f_varint
 
 PLUGIN_NAME = "hparams"
@@ -66,8 +66,10 @@ def _hparam_value(v: Any, where: str) -> HParamValue:
         v = v[()]
     if isinstance(v, np.generic):
         v = v.item()
-    if isinstance(v, (str, bool)):
+    if isinstance(v, bool):
         return v
+    if isinstance(v, str):
+        return check_utf8(v, where)
     if isinstance(v, numbers.Real):
         return as_float(v, where)
     raise TypeError(f"{where} must be a str, bool, int or float, got {describe(v)}")
@@ -97,7 +99,7 @@ def _key(k: Any, name: str) -> str:
         raise TypeError(f"{name} keys must be str, got {describe(k)}")
     if not k:
         raise ValueError(f"{name} keys must be non-empty str, got ''")
-    return str(k)
+    return check_utf8(str(k), f"{name} key")
 
 
 def check_hparams(hparam_dict: Any) -> Dict[str, HParamValue]:

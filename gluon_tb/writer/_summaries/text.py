@@ -40,7 +40,7 @@ def capture_text(text: Any) -> TextPayload:
                               and len(text.encode("utf-8", "replace")) > MAX_TEXT_BYTES):
         raise ValueError(f"text must be at most {MAX_TEXT_BYTES} bytes of UTF-8, "
                          f"got {n} characters")
-    return TextPayload(text)
+    return TextPayload(text)  # a lone surrogate is written as '?' (build_text)
 
 
 def build_text(tag: str, payload: TextPayload) -> bytes:
