@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Union
 
-from ..writer._common.checks import MAX_STEP, describe, is_python_int, is_python_number
+from ..writer._common.checks import MAX_STEP, describe, is_python_int, is_python_number, step_too_large
 
 ParamFilter = Union[None, str, Callable[[str], bool]]
 
@@ -75,7 +75,7 @@ def check_start(value: Any, name: str) -> Optional[int]:
     if value < 0:
         raise ValueError(f"{name} must be None or an int >= 0, got {value}")
     if value > MAX_STEP:
-        raise ValueError(f"{name} must be at most 2**63 - 1 (an event's step is an int64), got {value}")
+        raise step_too_large(name, value)
     return value
 
 

@@ -15,7 +15,7 @@ import threading
 import time
 from typing import Any, List, Mapping, Optional, TypeVar, Union
 
-from ._common.checks import MAX_TAG_LEN, check_step, check_tag, check_walltime, describe
+from ._common.checks import MAX_TAG_LEN, as_float, check_step, check_tag, check_walltime, describe
 from ._format import proto as _proto
 from ._io import lifecycle as _lifecycle
 from ._io.items import Action, Summary, payload_nbytes
@@ -23,7 +23,7 @@ from ._io.logdir import check_run_name, make_logdir
 from ._io.pipeline import DEFAULT_MAX_QUEUE_BYTES, DEFAULT_WORKER_NICE, Pipeline, WriterClosedError
 from ._io.remote_options import RemoteOptions, remote_options
 from ._summaries.copy_buffers import POOL_BYTES, BufferPool
-from ._summaries.scalar import float_of_int, mean_of, scalar_value
+from ._summaries.scalar import mean_of, scalar_value
 from ._writer_args import check_writer_args
 
 _time = time.time
@@ -129,7 +129,7 @@ class WriterBase:
                 try:
                     value = float(value)
                 except OverflowError:
-                    value = float_of_int(value)  # its ValueError
+                    value = as_float(value, "value")  # its ValueError
             elif t is dict or t is tuple or t is list:
                 return self._named_scalars(tag, value, global_step, walltime)
             else:
@@ -169,7 +169,7 @@ class WriterBase:
             self._scalar_in_run(run, main_tag, v, global_step, wall)
 
     def _scalar_in_run(self, run: str, tag: str, value: Any, global_step: Any, walltime: Any) -> None:
-        value = float_of_int(value) if type(value) in (int, float) else scalar_value(value)
+        value = as_float(value, "value") if type(value) in (int, float) else scalar_value(value)
         self._put_scalar(run, tag, value, global_step, walltime)
 
     def _put_scalar(self, run: Optional[str], tag: str, value: Any, global_step: Any, walltime: Any) -> None:

@@ -18,6 +18,11 @@ if TYPE_CHECKING:  # typing.TypeGuard is Python 3.10+; annotations here are neve
 
 MAX_TAG_LEN = 4096
 MAX_STEP = 2**63 - 1  # an Event's step is an int64: a larger one would not decode
+
+
+def step_too_large(name: str, step: Any) -> ValueError:
+    """The error for a step past :data:`MAX_STEP` (``global_step``, ``purge_step``, ``initial_step``)."""
+    return ValueError(f"{name} must be at most 2**63 - 1 (an event's step is an int64), got {step!r}")
 Number = Union[int, float, np.number]  # what a numeric argument (sample_rate, fps, a metric) may be
 
 
@@ -115,7 +120,7 @@ def check_step(step: Any, name: str = "global_step") -> Optional[int]:
         if step < 0:
             raise ValueError(f"{name} must be a non-negative int, got {step}")
         if step > MAX_STEP:
-            raise ValueError(f"{name} must be at most 2**63 - 1 (an event's step is an int64), got {step}")
+            raise step_too_large(name, step)
         return step
     if isinstance(step, bool):
         raise TypeError(f"{name} must be a non-negative int, got bool {step!r}")
@@ -127,7 +132,7 @@ def check_step(step: Any, name: str = "global_step") -> Optional[int]:
         if not (math.isfinite(step) and step >= 0):
             raise ValueError(f"{name} must be a non-negative int, got {step!r}")
         if step >= 2.0**63:
-            raise ValueError(f"{name} must be at most 2**63 - 1 (an event's step is an int64), got {step!r}")
+            raise step_too_large(name, step)
         # one message text: Python's default filter shows it once per calling line
         warnings.warn(f"{name} is a float: it is truncated to an int (as mxboard did); pass an int",
                       UserWarning, stacklevel=3)
@@ -146,10 +151,7 @@ def check_walltime(walltime: Any) -> Optional[float]:
         return None
     if not is_real(walltime):
         raise TypeError(f"walltime must be a number of seconds since the epoch, got {describe(walltime)}")
-    try:
-        wall = float(walltime)
-    except OverflowError:
-        wall = math.inf
+    wall = as_float(walltime, "walltime")
     if not math.isfinite(wall):
         raise ValueError(f"walltime must be a finite number of seconds since the epoch, got {describe(walltime)}")
     return wall

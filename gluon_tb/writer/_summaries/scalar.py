@@ -83,12 +83,6 @@ def check_mean_part(dtype: np.dtype, size: int, a: Any) -> None:
         raise ValueError(f"values must be non-empty arrays, got {describe(a)}")
 
 
-def float_of_int(value: Any) -> float:
-    """``float(value)`` for an int (or a float), with a ``ValueError`` naming ``value`` for an
-    int beyond float64's range."""
-    return as_float(value, "value")
-
-
 def scalar_value(value: Any) -> Any:
     """Validate a non-float scalar; returns a float, or an NDArray copy read later."""
     if isinstance(value, (bool, np.bool_)):
@@ -109,5 +103,5 @@ def scalar_value(value: Any) -> Any:
     if isinstance(value, (str, bytes)) or not hasattr(value, "__float__"):
         raise TypeError(f"value must be a number, got {describe(value)}")
     if isinstance(value, int):
-        return float_of_int(value)
+        return as_float(value, "value")
     return float(value)
