@@ -22,26 +22,55 @@ MXNet 1.9.1 cannot say whether its profiler is running (no query in its C API), 
 own profiler session cannot be detected, only avoided: with ``MXNET_PROFILER_AUTOSTART`` set
 the option does nothing (one warning), and a user who calls ``mx.profiler.set_state("run")``
 themselves should not also pass ``profile_batch``. Afterwards the profiler is stopped and its
-configuration set back to MXNet's defaults (nothing profiled), except the file: ``os.devnull``
-(see ``_DEFAULTS``), so a later ``dump()`` needs its own ``set_config(filename=...)``.
+configuration set back to MXNet's defaults (nothing profiled), except the file (see
+:func:`private_folder`), so a later ``dump()`` needs its own ``set_config(filename=...)``.
+
+Files: MXNet's ``set_config`` *unlinks* the file it is given, and once the profiler has run,
+MXNet writes its trace into the configured file again when the process exits (a C++ destructor,
+after Python's ``atexit``). So the profiler is only ever given files inside directories this
+module made itself with ``mkdtemp``: never ``os.devnull`` (as root, MXNet deleted ``/dev/null``
+and left a regular file in its place) and never the working directory.
 """
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import re
 import shutil
 import tempfile
-from typing import Any, List, Optional, Tuple
+import threading
+from typing import Any, Dict, List, Optional, Tuple
 
 from ..writer._common.checks import describe, is_python_int
 from ..writer import SummaryWriter
 from ._run_writers import TRAIN, RunWriters, logger
 
 TEXT_TAG = "profile/operator_stats"
-# MXNet's defaults, but os.devnull for the file: MXNet closes the last (unfinished) dump's JSON
-# into the configured file at exit, which would otherwise leave a "profile.json" in the cwd
-_DEFAULTS = dict(filename=os.devnull, profile_all=False, aggregate_stats=False)
+
+_root_lock = threading.Lock()
+_root: Optional[str] = None
+
+
+def private_folder() -> str:
+    """This process's folder for every file MXNet's profiler is given (made on first use).
+
+    ``mkdtemp`` makes it (mode 0700, a fresh name) and Python's exit removes it with all it holds.
+    MXNet writes the last dump's closing JSON into its configured file when the process exits,
+    in a C++ destructor that runs after Python's ``atexit``: it then finds no folder and leaves
+    nothing behind, whether the process stopped mid-profile or long after one."""
+    global _root
+    with _root_lock:
+        if _root is None or not os.path.isdir(_root):  # made again if something removed it
+            folder = tempfile.mkdtemp(prefix="gluon_tb_profiler_")
+            atexit.register(shutil.rmtree, folder, True)
+            _root = folder
+        return _root
+
+
+def _defaults() -> Dict[str, Any]:
+    """MXNet's defaults (nothing profiled), but a file in :func:`private_folder`."""
+    return dict(filename=os.path.join(private_folder(), "idle.json"), profile_all=False, aggregate_stats=False)
 
 
 def check_profile_batch(value: Any) -> Optional[Tuple[int, int]]:
@@ -112,7 +141,7 @@ class BatchProfiler:
             return
         import mxnet as mx
 
-        folder = tempfile.mkdtemp(prefix="gluon_tb_profile_")
+        folder = tempfile.mkdtemp(prefix="profile_", dir=private_folder())
         try:
             mx.profiler.set_config(profile_all=True, aggregate_stats=True,
                                    filename=os.path.join(folder, "trace.json"))
@@ -146,7 +175,7 @@ class BatchProfiler:
                 mx.profiler.set_state("stop")
                 mx.profiler.dump(finished=False)  # see writer/_summaries/profile.trace_events
                 table = mx.profiler.dumps(reset=True)
-                mx.profiler.set_config(**_DEFAULTS)
+                mx.profiler.set_config(**_defaults())
             except Exception as e:  # noqa: BLE001 - the on_error policy decides
                 _give_back(mx)
                 if log:
@@ -165,7 +194,7 @@ class BatchProfiler:
 
 def _give_back(mx: Any) -> None:
     """Best effort after a failure: the profiler stopped, with MXNet's defaults (errors ignored)."""
-    for call in (lambda: mx.profiler.set_state("stop"), lambda: mx.profiler.set_config(**_DEFAULTS)):
+    for call in (lambda: mx.profiler.set_state("stop"), lambda: mx.profiler.set_config(**_defaults())):
         try:
             call()
         except Exception:  # noqa: BLE001 - already failing; the first error is the one reported
