@@ -27,3 +27,23 @@ def xprof_python() -> str:
     if os.environ.get("GLUON_TB_REQUIRE_XPROF") == "1":
         pytest.fail(f"GLUON_TB_REQUIRE_XPROF=1 but {missing}", pytrace=False)
     pytest.skip(missing)
+
+
+@pytest.fixture(autouse=True)
+def dev_null_stays_a_device():
+    """Fails the test after which ``/dev/null`` is no longer a character device (as root, a library
+    handed ``os.devnull`` can delete it and leave a regular file), and puts it back first."""
+    import stat
+
+    yield
+    try:
+        broken = not stat.S_ISCHR(os.stat(os.devnull).st_mode)
+    except FileNotFoundError:
+        broken = True
+    if broken:
+        if os.geteuid() == 0:
+            if os.path.lexists(os.devnull):
+                os.remove(os.devnull)
+            os.mknod(os.devnull, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+            os.chmod(os.devnull, 0o666)
+        pytest.fail("/dev/null is no longer a character device after this test (repaired when root)")
