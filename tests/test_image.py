@@ -301,12 +301,13 @@ BAD = [
     ("max_images float", np.zeros((3, 1, 2, 2)), "add_images", {"max_images": 1.5}, (TypeError, ["max_images"])),
     # documented value results (1×1×4 gray image)
     ("NaN -> 0", np.array([[[np.nan, 0.5, 1.0, 0.0]]]), "add_image", {}, [0, 128, 255, 0]),
-    ("negative/ >1 floats clipped", np.array([[[-0.5, -np.inf, 1.5, np.inf]]], np.float32), "add_image", {}, [0, 0, 255, 255]),
+    ("floats outside [0,1] rescaled", np.array([[[-0.5, -np.inf, 1.5, np.inf]]], np.float32), "add_image", {}, [0, 0, 255, 255]),
     ("int64 0..255 as is, clipped", np.array([[[-7, 3, 255, 4000]]], np.int64), "add_image", {}, [0, 3, 255, 255]),
     ("uint16 clipped", np.array([[[1, 256, 300, 0]]], np.uint16), "add_image", {}, [1, 255, 255, 0]),
     ("bool", np.array([[[True, False, True, False]]]), "add_image", {}, [255, 0, 255, 0]),
     ("float16", np.array([[[0.0, 0.25, 0.75, 1.0]]], np.float16), "add_image", {}, [0, 64, 191, 255]),
-    ("nested list", [[[0.0, 1.0, 0.5, 2.0]]], "add_image", {}, [0, 255, 128, 255]),
+    ("nested list, rescaled by [0, 2]", [[[0.0, 1.0, 0.5, 2.0]]], "add_image", {}, [0, 128, 64, 255]),
+    ("constant outside [0,1] clipped", np.full((1, 1, 4), 7.0), "add_image", {}, [255, 255, 255, 255]),
 ]
 
 
@@ -322,3 +323,31 @@ def test_bad_and_odd_inputs(tmp_path, name, x, method, kwargs, expected):
     else:
         px = roundtrip(tmp_path, x, method, **kwargs)
         np.testing.assert_array_equal(px.ravel(), np.array(expected, np.uint8))
+
+
+# ------------------------------------------------------------ the one float rule, and its warning
+def test_floats_in_0_1_are_kept_and_no_warning(tmp_path, recwarn):
+    x = np.array([[[0.0, 0.2, 0.4, 0.6]]], np.float32)  # a dark image stays dark
+    px = roundtrip(tmp_path, x)
+    np.testing.assert_array_equal(px.ravel(), [0, 51, 102, 153])
+    assert not [w for w in recwarn if "gluon_tb" in str(w.message)]
+
+
+@pytest.mark.parametrize("x, expected", [
+    (np.array([[[0.0, 51.0, 127.5, 255.0]]], np.float32), [0, 51, 128, 255]),  # 0..255 floats: not 98% white
+    (np.array([[[-2.0, -1.0, 0.0, 2.0]]], np.float32), [0, 64, 128, 255]),  # normalised: not black and white
+])
+def test_floats_outside_0_1_are_rescaled_with_one_warning_per_tag(tmp_path, x, expected):
+    tag = f"rescaled_{x.min():g}"
+    with SummaryWriter(str(tmp_path)) as sw, pytest.warns(UserWarning) as got:
+        sw.add_image(tag, x, 0)
+        sw.add_image(tag, x * 2, 1)  # the same tag again: no second warning
+        sw.add_image(tag + "_other", x, 0)
+        sw.flush()
+    ours = [str(w.message) for w in got if "gluon_tb" in str(w.message)]
+    assert len(ours) == 2 and f"image {tag!r}" in ours[0] and "rescaled by their min and max" in ours[0]
+    assert f"[{x.min():g}, {x.max():g}]" in ours[0]
+    got_px = read_png(tmp_path, tag)
+    assert len(got_px) == 2
+    for _, _, px in got_px:  # both steps rescaled alike: by the values' own range
+        np.testing.assert_array_equal(px.ravel(), expected)

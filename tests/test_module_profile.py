@@ -161,7 +161,12 @@ def test_no_profiler_call_outside_the_range(tmp_path, every_profiler_call):
 
 
 # ------------------------------------------------------------ batch 0 and resumed fits
-@pytest.mark.parametrize("value", [0, (0, 3), [0, 0]])
+def test_profile_batch_0_is_off_as_in_keras(tmp_path, profiler_calls):
+    fit(TensorBoardCallback(str(tmp_path), profile_batch=0), epochs=1)
+    assert profiler_calls == [] and profile_files(tmp_path) == []
+
+
+@pytest.mark.parametrize("value", [(0, 3), [0, 0]])
 def test_start_at_batch_0_is_refused(value):
     with pytest.raises(ValueError) as e:
         TensorBoardCallback("x", profile_batch=value)

@@ -17,6 +17,7 @@ from gluon_tb import SummaryWriter
 from gluon_tb.handlers import TensorBoardHandler
 from gluon_tb.handlers._profile import check_profile_batch, stats_markdown
 from gluon_tb.writer._summaries.profile import build_xspace, trace_spans, xspace_from_trace
+import readback
 from readback import multiplexer
 
 warnings.filterwarnings("ignore", message="No trainer specified")
@@ -152,7 +153,8 @@ def test_profile_batch_argument_errors(tmp_path, bad, exc):
 
 def test_profile_batch_accepted_forms():
     assert check_profile_batch(None) is None
-    assert check_profile_batch(0) == (0, 0)
+    assert check_profile_batch(0) is None  # Keras's 0: off
+    assert check_profile_batch((0, 0)) == (0, 0) and check_profile_batch(1) == (1, 1)
     assert check_profile_batch((2, 3)) == (2, 3) and check_profile_batch([4, 4]) == (4, 4)
 
 
@@ -307,13 +309,20 @@ def test_nothing_left_in_the_working_directory(tmp_path):
     import sys
 
     script = ("import sys; sys.path.insert(0, sys.argv[1])\nimport test_profile as t\n"
-              "t.profiled('logs', 0, epochs=1)\n")
+              "t.profiled('logs', (0, 0), epochs=1)\n")
     env = dict(os.environ)
     env.pop("MXNET_PROFILER_AUTOSTART", None)
     subprocess.run([sys.executable, "-c", script, os.path.dirname(__file__)], cwd=str(tmp_path),
                    env=env, check=True, timeout=120, capture_output=True)
     assert sorted(os.listdir(tmp_path)) == ["logs"]
     assert len(glob.glob(str(tmp_path / "logs/train/plugins/profile/*/*.xplane.pb"))) == 1
+
+
+def test_profile_batch_0_is_off_as_in_keras(tmp_path, profiler_calls):
+    handler, files = profiled(tmp_path, 0, epochs=1)
+    assert profiler_calls == [] and files == []
+    assert ("train", "profile/operator_stats") not in readback.tags(str(tmp_path))
+    assert ("train", "batch_loss") in readback.tags(str(tmp_path))  # the fit was logged
 
 
 # ------------------------------------------------------------ profiler failures and on_error

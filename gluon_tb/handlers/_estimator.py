@@ -116,7 +116,7 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
         grad_health: ``True`` or :class:`GradHealth`: ``grad_norm/``, ``weight_norm/``,
             ``update_ratio/`` scalars and non-finite/vanishing/exploding detectors on the
             ``histogram_period`` schedule (see ``_health.py``).
-        profile_batch: a global batch index or a ``(start, stop)`` pair (both included):
+        profile_batch: ``None`` or ``0`` (off, as in Keras), a global batch index or a ``(start, stop)`` pair (both included):
             MXNet's profiler over those batches, its timeline for TensorBoard's Profile
             dashboard and ``profile/operator_stats`` text (see ``_profile.py``).
         distributed: with several workers (a ``dist_*`` kvstore, Horovod, or an MPI/Slurm

@@ -34,18 +34,6 @@ def log_first_batch(out: RunWriters, batch: Any, max_images: int, step: int) -> 
         out.say_once("not-images", f"gluon_tb: inputs of shape {shape} do "
                      "not look like images; first_batch is not logged")
         return
-    out.call(TRAIN, SummaryWriter.add_images, "first_batch", for_display(x[:max_images]), step,
-             dataformats=fmt)
-
-
-def for_display(x: Any) -> Any:
-    """Floats scaled to [0, 1] by the batch's min and max (asynchronous for NDArrays)."""
-    import numpy as np
-
-    if np.dtype(x.dtype).kind != "f":
-        return x
-    if isinstance(x, np.ndarray):
-        lo, hi = x.min(), x.max()
-        return (x - lo) / max(float(hi - lo), 1e-12)
-    lo, hi = x.min(), x.max()
-    return (x - lo) / (hi - lo + 1e-12)
+    # the writer's one value rule for floats (writer/_summaries/pixels.py): kept if in [0, 1], else
+    # rescaled by the batch's min and max, with one warning for the tag
+    out.call(TRAIN, SummaryWriter.add_images, "first_batch", x[:max_images], step, dataformats=fmt)

@@ -95,7 +95,7 @@ class TensorBoardCallback:
             its rows labelled with their tokens, at the end of ``fit`` (and every
             ``WordVectors.every`` epochs), as for :class:`~._estimator.TensorBoardHandler`. A
             symbol without that Embedding raises a ``ValueError`` at the first batch.
-        profile_batch: a global batch index or a ``(start, stop)`` pair (both included): MXNet's
+        profile_batch: ``None`` or ``0`` (off, as in Keras), a global batch index or a ``(start, stop)`` pair (both included): MXNet's
             profiler over those batches, as for :class:`~._estimator.TensorBoardHandler` (see
             ``_profile.py``). ``Module.fit`` calls no callback before a batch, so the profiler
             starts at the callback before ``start`` and ``start`` must be at least 1; a resumed

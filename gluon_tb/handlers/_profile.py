@@ -1,7 +1,7 @@
 """The ``profile_batch=`` option: MXNet's profiler over a range of global batches.
 
-``profile_batch=(start, stop)`` (Keras's word and meaning: global batch indices, both
-included; an int ``k`` is ``(k, k)``): at ``batch_begin`` of batch ``start`` the profiler is
+``profile_batch=(start, stop)`` (Keras's word: global batch indices from 0, both included; an int
+``k`` is ``(k, k)``, and ``0``, as in Keras, turns profiling off: ``(0, 0)`` profiles batch 0): at ``batch_begin`` of batch ``start`` the profiler is
 configured (``profile_all``, ``aggregate_stats``, a temporary trace file) and started; after
 ``batch_end`` of batch ``stop`` (or at the end of a ``fit`` that stops earlier) the engine is
 waited on, the profiler stopped, its trace dumped and handed to the writer (run ``train``,
@@ -74,10 +74,11 @@ def _defaults() -> Dict[str, Any]:
 
 
 def check_profile_batch(value: Any) -> Optional[Tuple[int, int]]:
-    """``None``, an int >= 0, or a ``(start, stop)`` pair with ``0 <= start <= stop``."""
-    if value is None:
+    """``None`` or ``0`` (off, Keras's meaning of 0), an int ``k >= 1`` (that global batch), or a
+    ``(start, stop)`` pair with ``0 <= start <= stop`` (a range, batch 0 included if asked for)."""
+    if value is None or (is_python_int(value) and value == 0):
         return None
-    expect = "None, an int >= 0 or a (start, stop) pair of ints with 0 <= start <= stop"
+    expect = "None or 0 (off), an int >= 1 or a (start, stop) pair of ints with 0 <= start <= stop"
     pair = (value, value) if is_python_int(value) else value
     if not isinstance(pair, (tuple, list)) or len(pair) != 2 or not all(is_python_int(v) for v in pair):
         raise TypeError(f"profile_batch must be {expect}, got {describe(value)}")

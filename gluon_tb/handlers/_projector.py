@@ -22,7 +22,7 @@ from ..writer import SummaryWriter
 from ._checks import check_positive_int, check_positive_int_or_none
 from ._hooks import wrap
 from ._run_writers import TRAIN, RunWriters
-from ._inputs import for_display, image_format
+from ._inputs import image_format
 from ._schedule import every_epochs
 
 
@@ -183,4 +183,4 @@ def _as_labels(y: Any) -> Any:
 
 
 def _sprite(x: Any) -> Union[None, Any]:
-    return for_display(x) if image_format(tuple(x.shape)) else None
+    return x if image_format(tuple(x.shape)) else None  # floats: the writer's one rule (pixels.py)

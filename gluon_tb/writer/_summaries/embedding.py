@@ -133,7 +133,7 @@ def embedding_files(tag: str, step: int, payload: EmbeddingPayload) -> Dict[str,
     if payload.labels is not None:
         files[f"{d}/metadata.tsv"] = metadata_tsv(payload.labels, payload.header)
     if payload.images is not None:
-        files[f"{d}/sprite.png"] = sprite_png(payload.images)[0]
+        files[f"{d}/sprite.png"] = sprite_png(payload.images, f"{tag} (sprite)")[0]
     return files
 
 

@@ -20,7 +20,7 @@ from .._common.checks import describe, is_int
 from .capture import array_nbytes, check_array, snapshot
 from .copy_buffers import BufferPool
 from .layouts import BATCH, SINGLE, resolve_layout, to_nchw
-from .pixels import encode_png, tile_images, to_uint8
+from .pixels import checked_uint8, encode_png, tile_images
 
 #: images per row of ``add_image``'s grid of a batch, as mxboard's ``add_image`` (``add_images``: square-ish)
 MXBOARD_NROW = 8
@@ -87,16 +87,16 @@ def _copy(x: Any, pool: Optional[BufferPool]) -> Tuple[Any, Optional[BufferPool]
 
 
 # ------------------------------------------------------------ build (worker thread)
-def image_hwc(payload: ImagePayload, name: str = "image") -> np.ndarray:
+def image_hwc(payload: ImagePayload, name: str = "image", tag: str = "") -> np.ndarray:
     """The payload as one uint8 H×W×C image (a grid for a batch; it may be a view of the copy)."""
     arr = to_numpy(payload.array, name)
-    return tile_images(to_uint8(to_nchw(arr, payload.layout)), nrow=payload.nrow)
+    return tile_images(checked_uint8(to_nchw(arr, payload.layout), tag or name), nrow=payload.nrow)
 
 
 def build_image(tag: str, payload: ImagePayload) -> bytes:
     """Encode the payload as PNG in a ``Summary.Value.image``."""
     try:
-        hwc = image_hwc(payload)
+        hwc = image_hwc(payload, tag=tag)
         h, w, c = hwc.shape
         png = encode_png(hwc)
     finally:  # the copy is read (the grid may be a view of it): it may be reused

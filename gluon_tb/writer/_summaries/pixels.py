@@ -1,9 +1,13 @@
 """Pixels: numbers made into uint8 pixels, images tiled into one, PNG bytes (worker thread).
 
-Value policy of every image summary (images, video frames, embedding sprites):
+Value policy of every image summary (images, video frames, embedding sprites), the one rule
+of the writer and the handlers alike:
 
-* floating point: ``[0, 1]`` is scaled to ``0..255`` and rounded to nearest;
-  values below 0 become 0, above 1 become 255; NaN becomes 0, +inf 255.
+* floating point whose finite values all lie in ``[0, 1]``: scaled to ``0..255`` and rounded to
+  nearest. Finite values outside ``[0, 1]`` (0..255 floats, normalised inputs with mean 0):
+  the whole image (a batch, a clip, a sprite's images together) is first rescaled by its finite
+  min and max to ``[0, 1]``, and the writer warns once per tag (:func:`checked_uint8`); a constant
+  image outside ``[0, 1]`` is clipped instead. NaN becomes 0, +inf 255, -inf 0.
 * uint8: taken as is.
 * other integers (int8/16/32/64, uint16/32/64): taken as ``0..255`` values
   and clipped to that range (they are *not* rescaled).
@@ -13,7 +17,9 @@ from __future__ import annotations
 
 import io
 import math
-from typing import Any, Optional
+import threading
+import warnings
+from typing import Any, Optional, Set, Tuple
 
 import numpy as np
 
@@ -26,8 +32,50 @@ from .._common.checks import describe, is_int, is_real
 PNG_COMPRESS_LEVEL = 1
 
 
-def to_uint8(arr: np.ndarray) -> np.ndarray:
-    """Apply the module's value policy (see the module docstring)."""
+def display_range(arr: np.ndarray) -> Optional[Tuple[float, float]]:
+    """``None`` when ``arr`` needs no rescaling, else the finite ``(min, max)`` to rescale it by."""
+    if arr.dtype.kind != "f" or arr.size == 0:
+        return None
+    finite = np.isfinite(arr)
+    vals = arr if finite.all() else arr[finite]
+    if vals.size == 0:
+        return None
+    lo, hi = float(vals.min()), float(vals.max())
+    if (lo >= 0.0 and hi <= 1.0) or hi == lo:
+        return None
+    return lo, hi
+
+
+_warned: Set[str] = set()
+_warned_lock = threading.Lock()
+
+
+def warn_rescaled(tag: str, rng: Tuple[float, float]) -> None:
+    """The float rule's warning, once per ``tag`` in the process."""
+    with _warned_lock:
+        if tag in _warned:
+            return
+        _warned.add(tag)
+    warnings.warn(f"gluon_tb: image {tag!r}: float values span [{rng[0]:.6g}, {rng[1]:.6g}], outside [0, 1]; "
+                  "rescaled by their min and max (pass floats in [0, 1] or uint8 0..255 to keep them as they "
+                  "are)", UserWarning, stacklevel=3)
+
+
+def checked_uint8(arr: np.ndarray, tag: str) -> np.ndarray:
+    """:func:`to_uint8` with the float rule applied, warning once per ``tag`` when it rescales."""
+    rng = display_range(arr)
+    if rng is not None:
+        warn_rescaled(tag, rng)
+    return to_uint8(arr, rng)
+
+
+def to_uint8(arr: np.ndarray, rescale: Optional[Tuple[float, float]] = None) -> np.ndarray:
+    """Apply the module's value policy (see the module docstring); ``rescale``: the ``(min, max)``
+    of :func:`display_range`, mapped to ``[0, 1]`` first."""
+    if rescale is not None:
+        lo, hi = rescale
+        with np.errstate(over="ignore", invalid="ignore"):
+            arr = (arr.astype(np.float32) - np.float32(lo)) * np.float32(1.0 / (hi - lo))
     kind = arr.dtype.kind
     if arr.dtype == np.uint8:
         return arr

@@ -110,11 +110,14 @@ def _area_weights(src: int, dst: int) -> np.ndarray:
     return (overlap / (src / dst)).astype(np.float32)
 
 
-def sprite_png(images: Any) -> Tuple[bytes, Tuple[int, int]]:
+def sprite_png(images: Any, tag: str = "sprite") -> Tuple[bytes, Tuple[int, int]]:
     """The sprite PNG and the thumbnail ``(width, height)``."""
-    from .pixels import encode_png, to_uint8  # only with images: not on a first add_embedding's path
+    from .pixels import display_range, encode_png, to_uint8, warn_rescaled  # not on a first add_embedding's path
 
     arr = to_numpy(images, "images")
+    rng = display_range(arr)  # one rescaling for all the images, as for one batch
+    if rng is not None:
+        warn_rescaled(tag, rng)
     arr = to_nchw(arr, "NHW" if arr.ndim == 3 else "NCHW")
     n, c, h, w = arr.shape
     side, th, tw = sprite_layout(n, h, w)
@@ -123,7 +126,7 @@ def sprite_png(images: Any) -> Tuple[bytes, Tuple[int, int]]:
     per_row = side * c * h * w * 4
     chunk = side * max(1, (64 << 20) // per_row)  # whole grid rows, ~64 MiB of float32
     for s in range(0, n, chunk):
-        t = to_uint8(np.ascontiguousarray(arr[s:s + chunk])).transpose(0, 2, 3, 1)  # k,h,w,c
+        t = to_uint8(np.ascontiguousarray(arr[s:s + chunk]), rng).transpose(0, 2, 3, 1)  # k,h,w,c
         if (th, tw) != (h, w):
             t = np.einsum("yh,khwc->kywc", wy, t.astype(np.float32), optimize=True)
             t = np.einsum("xw,kywc->kyxc", wx, t, optimize=True)

@@ -24,7 +24,7 @@ from .._common.arrays import to_numpy
 from .._common.checks import Number, as_float, describe, is_real
 from .capture import array_nbytes, check_array, snapshot
 from .layouts import check_channels
-from .pixels import tile_images, to_uint8
+from .pixels import checked_uint8, tile_images
 
 
 class VideoPayload(NamedTuple):
@@ -77,7 +77,7 @@ def build_video(tag: str, payload: VideoPayload) -> bytes:
     arr = to_numpy(payload.array, "video")
     if arr.ndim == 4:
         arr = arr[None]
-    arr = to_uint8(arr[:, :, :3])  # GIF has no alpha channel: drop it
+    arr = checked_uint8(arr[:, :, :3], tag)  # GIF has no alpha channel: drop it
     frames = np.stack([tile_images(arr[:, t]) for t in range(arr.shape[1])])
     _, h, w, c = frames.shape
     return _proto.value(tag, image=_proto.image(h, w, c, encode_gif(frames, payload.fps)))
