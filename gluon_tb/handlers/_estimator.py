@@ -49,8 +49,10 @@ from ._hooks import FitScope, Wrap, wrap
 from ._projector import Embeddings
 from ._word_vectors import WordVectors
 from ._inputs import log_first_batch
+from ._listed_once import keep_first
 from ._metric_names import scores
 from ._resume import batches_before, continue_at, resume_point
+from ._keras_names import known_names
 from ._run_writers import ON_ERROR, TRAIN, RunWriters
 from ._schedule import Period, schedule
 
@@ -140,6 +142,7 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
     #: before MXNet's ``LoggingHandler`` (inf). Gradients are taken from the trainer hook.
     priority = 1000
 
+    @known_names
     def __init__(self, logdir: Union[str, "os.PathLike[str]"], *, batch_period: Optional[int] = 1,
                  histogram_period: Period = "epoch", params: ParamFilter = None,
                  histogram_sample: Optional[int] = SAMPLE,
@@ -196,6 +199,7 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
         self._remove_taps()
         self._see.check(estimator.net)  # raises before anything is hooked
         scope = self._scope = FitScope(estimator)
+        keep_first(scope.fit_locals(), self)  # listed twice: acts once
         if not self._fits:
             self._start_at(resume_point(estimator, scope, *self._initial))
         else:  # after a fit that raised, its last batch may have logged gradients: go past it
@@ -295,7 +299,8 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
         if not self._graph:
             return
         if not getattr(net, "_cached_graph", None):
-            self._out.say_once("graph", "gluon_tb: the graph is not logged: the net is not a "
-                               "hybridized HybridBlock (call net.hybridize() before fit)")
+            self._out.say_once("graph", "gluon_tb: the graph is not logged: the net is not a hybridized "
+                               "HybridBlock; call net.hybridize() before fit (or pass graph=False)",
+                               logging.WARNING)
             return
         self._out.add_graph(TRAIN, net)

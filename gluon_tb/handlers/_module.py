@@ -18,6 +18,7 @@ from ._module_insight import (ModuleFilters, ModuleProfiler, ModuleProjector, Mo
                               module_gradients)
 from ._projector import Embeddings, check_embeddings
 from ._resume import ModuleSteps
+from ._keras_names import known_names
 from ._run_writers import ON_ERROR, TRAIN, VALIDATION, RunWriters
 from ._schedule import Period, schedule
 from ._word_vectors import WordVectors, check_word_vectors
@@ -117,6 +118,7 @@ class TensorBoardCallback:
                                  grad_health=True, histogram_period=10, profile_batch=(10, 12))
     """
 
+    @known_names
     def __init__(self, logdir: Union[str, "os.PathLike[str]"], *, batch_period: Optional[int] = 1,
                  weights: bool = True, params: ParamFilter = None, graph: bool = True,
                  on_error: str = "raise", flush_secs: float = 2.0, distributed: str = "rank0",

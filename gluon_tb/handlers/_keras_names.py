@@ -1,0 +1,51 @@
+"""Keyword arguments the handlers do not take get an error that names what to pass instead.
+
+Users coming from Keras's ``TensorBoard`` callback (or torch's and tensorboardX's writers) type
+their names: ``log_dir=``, ``histogram_freq=``, ``update_freq=``... Python's own message is only
+"unexpected keyword argument". :func:`known_names` wraps a constructor so that a name it does not
+take raises a ``TypeError`` that says which argument of ours does that job, or the closest one.
+"""
+from __future__ import annotations
+
+import difflib
+import functools
+import inspect
+from typing import Any, Callable, Dict, TypeVar
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: other tools' names -> what to pass here instead
+OTHER_NAMES: Dict[str, str] = {
+    "log_dir": "logdir (the log directory, the first argument)",
+    "logdir_path": "logdir (the log directory, the first argument)",
+    "histogram_freq": "histogram_period (\"epoch\": every epoch, as histogram_freq=1; an int k: every k batches; "
+                      "None: never)",
+    "update_freq": "batch_period (an int k: batch points every k batches, as update_freq=k; None: none, as "
+                   "update_freq=\"epoch\")",
+    "write_graph": "graph (True or False)",
+    "write_images": "conv_filters=True (the first Conv2D's filters as images); images= logs the input batch",
+    "embeddings_freq": "embeddings= or word_vectors= (logged at every epoch end)",
+    "write_steps_per_second": "nothing: epoch_samples_per_second is always logged",
+    "flush_millis": "flush_secs (seconds)",
+    "max_queue": "nothing: the queue is bounded by memory, not by a count",
+}
+
+
+def known_names(init: F) -> F:
+    """Wrap ``__init__`` so that an unknown keyword argument's ``TypeError`` says what to pass."""
+    params = inspect.signature(init).parameters
+    names = [n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and n != "self"]
+
+    @functools.wraps(init)
+    def checked(self: Any, *args: Any, **kwargs: Any) -> Any:
+        for name in kwargs:
+            if name not in params:
+                cls = type(self).__name__
+                if name in OTHER_NAMES:
+                    raise TypeError(f"{cls}() has no argument {name!r} (another tool's name): pass {OTHER_NAMES[name]}")
+                close = difflib.get_close_matches(name, names, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else f"; its arguments: {', '.join(names)}"
+                raise TypeError(f"{cls}() has no argument {name!r}{hint}")
+        return init(self, *args, **kwargs)
+
+    return checked  # type: ignore[return-value]

@@ -1,0 +1,90 @@
+"""A new user's mistakes get a clear word (an error, a warning) and never silently wrong curves.
+
+Each test makes the mistake with a real ``Estimator.fit`` or a real constructor call and asserts the
+message, and where the right thing is done instead, the exact steps read back with TensorBoard's loader.
+"""
+import logging
+import warnings
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import readback
+from gluon_tb.handlers import TensorBoardCallback, TensorBoardHandler
+from test_estimator_handler import N, BATCH, loader, make_est, make_net
+
+BATCHES = N // BATCH  # 4 a epoch
+warnings.filterwarnings("ignore", message="No trainer specified")
+
+
+# ------------------------------------------------------------ the same handler listed twice
+def test_a_handler_listed_twice_logs_once_and_warns(tmp_path):
+    h = TensorBoardHandler(str(tmp_path), histogram_period=1)
+    est = make_est(make_net())
+    with pytest.warns(UserWarning, match=r"TensorBoardHandler is listed 2 times in event_handlers; it logs once"):
+        est.fit(loader(), epochs=2, event_handlers=[h, h])
+    assert [s for s, _ in readback.scalars(str(tmp_path), "train", "batch_loss")] == list(range(2 * BATCHES))
+    assert [s for s, _ in readback.scalars(str(tmp_path), "train", "epoch_loss")] == [0, 1]
+    steps = [e.step for e in readback.tensor_events(str(tmp_path), "train", "gradients/net_dense0_weight")]
+    assert steps == list(range(2 * BATCHES))
+
+
+def test_a_handler_listed_once_gives_no_warning(tmp_path, recwarn):
+    make_est(make_net()).fit(loader(), epochs=1, event_handlers=[TensorBoardHandler(str(tmp_path))])
+    assert not [w for w in recwarn if "listed" in str(w.message)]
+
+
+# ------------------------------------------------------------ graph=True on a net that was not hybridized
+def test_graph_of_a_net_not_hybridized_is_a_warning_that_says_what_to_do(tmp_path, caplog):
+    with caplog.at_level(logging.WARNING, logger="gluon_tb"):
+        make_est(make_net(hybridize=False)).fit(loader(), epochs=1,
+                                                event_handlers=[TensorBoardHandler(str(tmp_path))])
+    said = [r for r in caplog.records if "graph is not logged" in r.getMessage()]
+    assert len(said) == 1 and said[0].levelno == logging.WARNING
+    assert "call net.hybridize() before fit" in said[0].getMessage()
+
+
+# ------------------------------------------------------------ Keras's argument names
+@pytest.mark.parametrize("cls", [TensorBoardHandler, TensorBoardCallback])
+@pytest.mark.parametrize("kwargs, words", [
+    ({"log_dir": "logs"}, ["'log_dir'", "pass logdir"]),
+    ({"histogram_freq": 1}, ["'histogram_freq'", "histogram_period", "\"epoch\""]),
+    ({"update_freq": "epoch"}, ["'update_freq'", "batch_period"]),
+    ({"write_graph": False}, ["'write_graph'", "pass graph"]),
+    ({"write_images": True}, ["'write_images'", "conv_filters=True"]),
+    ({"batch_perod": 2}, ["'batch_perod'", "did you mean 'batch_period'?"]),
+])
+def test_other_tools_argument_names_name_ours(tmp_path, cls, kwargs, words):
+    args = () if "log_dir" in kwargs else (str(tmp_path),)
+    with pytest.raises(TypeError) as e:
+        cls(*args, **kwargs)
+    assert str(e.value).startswith(f"{cls.__name__}() has no argument")
+    for w in words:
+        assert w in str(e.value), (w, str(e.value))
+
+
+def test_the_checked_constructor_keeps_its_signature():
+    import inspect
+
+    assert list(inspect.signature(TensorBoardHandler).parameters)[:2] == ["logdir", "batch_period"]
+    assert TensorBoardHandler.__init__.__doc__ == TensorBoardHandler.__init__.__wrapped__.__doc__
+
+
+# ------------------------------------------------------------ normalised inputs in first_batch
+def test_first_batch_of_normalised_inputs_is_rescaled_with_a_warning(tmp_path):
+    import io
+
+    from mxnet import gluon
+
+    rs = np.random.RandomState(0)
+    x = rs.randn(N, 1, 8, 8).astype("float32")  # mean 0, std 1: clipped, 81% would be black or white
+    y = rs.randint(0, 4, size=N).astype("float32")
+    data = gluon.data.DataLoader(gluon.data.ArrayDataset(x, y), batch_size=BATCH)
+    with pytest.warns(UserWarning, match=r"image 'first_batch': float values span .* outside \[0, 1\]; rescaled"):
+        make_est(make_net()).fit(data, epochs=1, event_handlers=[TensorBoardHandler(str(tmp_path), max_images=1)])
+    [e] = readback.tensor_events(str(tmp_path), "train", "first_batch")
+    px = np.asarray(Image.open(io.BytesIO(e.tensor_proto.string_val[2]))).astype(float)
+    first = x[0, 0]
+    want = np.rint((first - first.min()) / (first.max() - first.min()) * 255)
+    np.testing.assert_allclose(px.reshape(want.shape), want, atol=1)
