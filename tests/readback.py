@@ -111,3 +111,23 @@ def summary_values(logdir: str, run: str = ".") -> list:
     d = os.path.join(str(logdir), run)
     paths = sorted(os.path.join(d, f) for f in os.listdir(d) if ".tfevents." in f)
     return [(e.step, v) for p in paths for e in raw_events(p) for v in e.summary.value]
+
+
+def projector_tensors(run_dir: str) -> dict:
+    """``{tensor_name: matrix}`` of a run's ``projector_config.pbtxt``, each tensor file read as
+    TensorBoard's projector plugin reads it: as TSV text, else (not UTF-8) as raw float32 of the
+    config's ``tensor_shape``."""
+    from google.protobuf import text_format
+    from tensorboard.plugins.projector import projector_plugin as pp
+    from tensorboard.plugins.projector.projector_config_pb2 import ProjectorConfig
+
+    with open(os.path.join(run_dir, "projector_config.pbtxt")) as f:
+        cfg = text_format.Parse(f.read(), ProjectorConfig())
+    out = {}
+    for e in cfg.embeddings:
+        path = os.path.join(run_dir, e.tensor_path)
+        try:
+            out[e.tensor_name] = pp._read_tensor_tsv_file(path)
+        except UnicodeDecodeError:
+            out[e.tensor_name] = pp._read_tensor_binary_file(path, list(e.tensor_shape))
+    return out

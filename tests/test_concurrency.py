@@ -233,11 +233,14 @@ def _read_back(logdir):
                     got.add(("i", tag, e.step, (int(w), int(h), int(px.flat[0]))))
                 else:
                     got.add(("t", tag, e.step, e.tensor_proto.string_val[0].decode()))
+    from tensorboard.plugins.projector import projector_plugin as pp
+
     for root, _dirs, files in os.walk(logdir):
-        if "tensors.tsv" in files:
+        for name in {"tensors.tsv", "tensors.bytes"} & set(files):  # read as the projector reads them
             rel = os.path.relpath(root, logdir).split(os.sep)
-            with open(os.path.join(root, "tensors.tsv")) as f:
-                rows = [[float(x) for x in line.split("\t")] for line in f]
+            path = os.path.join(root, name)
+            rows = (pp._read_tensor_tsv_file(path) if name.endswith(".tsv")
+                    else pp._read_tensor_binary_file(path, [3, 2])).tolist()
             step = int(rel[1])
             assert rows == [[float(step)] * 2] * 3
             got.add(("e", rel[0], step, None))

@@ -12,6 +12,7 @@ from PIL import Image
 from tensorboard.plugins.projector.metadata import PROJECTOR_FILENAME
 from werkzeug.test import Client
 
+import readback
 from gluon_tb import SummaryWriter
 # what add_embedding runs: for the queued payload, and for a tag longer than add_embedding takes
 from gluon_tb.writer._summaries.embedding import capture_embedding, embedding_action
@@ -106,7 +107,7 @@ def test_matrix_labels_and_sprite_load_in_projector(tmp_path):
     with SummaryWriter(str(tmp_path)) as w:
         w.add_embedding("word/emb", emb, labels, images, global_step=3)
     d = safe_path_component("word/emb") + "/00003"
-    assert files(tmp_path) == {f"{d}/tensors.tsv", f"{d}/metadata.tsv", f"{d}/sprite.png", PROJECTOR_FILENAME}
+    assert files(tmp_path) == {f"{d}/tensors.bytes", f"{d}/metadata.tsv", f"{d}/sprite.png", PROJECTOR_FILENAME}
 
     p = Projector(tmp_path)
     assert p.runs() == ["."]
@@ -222,7 +223,7 @@ def test_hostile_tags_stay_inside_the_logdir(tmp_path, tag):
         with SummaryWriter(str(logdir)) as w:  # its sink refuses a path outside logdir: close() raises
             w.add_embedding(tag, np.eye(2), ["a", "b"], global_step=1)
         written = files(logdir)
-    assert written == {f"{comp}/00001/tensors.tsv", f"{comp}/00001/metadata.tsv", PROJECTOR_FILENAME}
+    assert written == {f"{comp}/00001/tensors.bytes", f"{comp}/00001/metadata.tsv", PROJECTOR_FILENAME}
     assert os.listdir(tmp_path) == ["logs"]
     p = Projector(logdir)
     (e,) = p.config()["embeddings"]
@@ -258,7 +259,7 @@ def test_ndarray_inputs_are_copied_on_mxnets_engine(tmp_path):
     with SummaryWriter(str(tmp_path)) as w:
         w.add_embedding("nd", emb, labels, imgs)
         emb[:] = -1
-    assert (tmp_path / "nd/00000/tensors.tsv").read_text().splitlines() == ["0\t1", "2\t3", "4\t5"]
+    np.testing.assert_array_equal(readback.projector_tensors(str(tmp_path))["nd"], [[0, 1], [2, 3], [4, 5]])
     assert (tmp_path / "nd/00000/metadata.tsv").read_text().splitlines() == ["1.0", "2.0", "3.0"]
 
 

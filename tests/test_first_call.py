@@ -167,8 +167,9 @@ def expect_embedding(logdir, ns):
     with open(os.path.join(logdir, "projector_config.pbtxt")) as f:
         cfg = text_format.Parse(f.read(), ProjectorConfig())
     [emb] = cfg.embeddings
-    assert (emb.tensor_name, emb.tensor_path) == ("emb", "emb/00003/tensors.tsv")
-    got = np.loadtxt(os.path.join(logdir, emb.tensor_path), delimiter="\t", dtype=np.float32)
+    assert (emb.tensor_name, emb.tensor_path, list(emb.tensor_shape)) == \
+        ("emb", "emb/00003/tensors.bytes", list(ns["emb"].shape))
+    got = readback.projector_tensors(logdir)["emb"]
     assert np.array_equal(got, ns["emb"])
     with open(os.path.join(logdir, emb.metadata_path)) as f:
         assert f.read().split("\n")[:50] == [str(i) for i in range(50)]

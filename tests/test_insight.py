@@ -134,20 +134,19 @@ def test_handler_filters_maps_and_projector(tmp_path):
     # projector: at the end of training (epoch index 1), 40 rows of the Flatten output
     root = os.path.join(d, "train", "embedding", "00001")
     assert sorted(os.listdir(os.path.join(d, "train", "embedding"))) == ["00001"]
-    rows = open(os.path.join(root, "tensors.tsv")).read().splitlines()
-    assert len(rows) == 40 and all(len(r.split("\t")) == 3 * 6 * 6 for r in rows)
+    feats = readback.projector_tensors(os.path.join(d, "train"))["embedding"]
+    assert feats.shape == (40, 3 * 6 * 6)
     meta = [line.split("\t") for line in open(os.path.join(root, "metadata.tsv")).read().splitlines()]
     xs, ys = zip(*[(b[0], b[1]) for b in val])
     xv, yv = mx.nd.concat(*xs, dim=0)[:40], mx.nd.concat(*ys, dim=0)[:40]
     assert meta[0] == ["label", "predicted"] and len(meta) == 41
     assert [int(r[0]) for r in meta[1:]] == [int(v) for v in yv.asnumpy()]
     assert [int(r[1]) for r in meta[1:]] == list(net(xv).argmax(axis=1).asnumpy().astype(int))
-    feats = np.array([[float(v) for v in r.split("\t")] for r in rows])
     np.testing.assert_allclose(feats, net[1](net[0](xv)).asnumpy(), rtol=1e-5, atol=1e-6)
     sprite = Image.open(os.path.join(root, "sprite.png"))
     assert sprite.size == (7 * 8, 7 * 8)  # ceil(sqrt(40)) = 7 thumbnails of 8x8 a row
     config = open(os.path.join(d, "train", "projector_config.pbtxt")).read()
-    assert "embedding/00001/tensors.tsv" in config and "single_image_dim: 8" in config
+    assert "embedding/00001/tensors.bytes" in config and "single_image_dim: 8" in config
 
 
 def test_embeddings_from_explicit_data_every_epoch(tmp_path):
@@ -157,8 +156,8 @@ def test_embeddings_from_explicit_data_every_epoch(tmp_path):
     tb = TensorBoardHandler(d, embeddings=Embeddings(10, layer="conv0", every=1, data=data, tag="conv"))
     make_est(make_net()).fit(loader(), epochs=2, event_handlers=[tb])
     assert sorted(os.listdir(os.path.join(d, "train", "conv"))) == ["00000", "00001"]
-    rows = open(os.path.join(d, "train", "conv", "00000", "tensors.tsv")).read().splitlines()
-    assert len(rows) == 10 and len(rows[0].split("\t")) == 3 * 6 * 6
+    got = readback.projector_tensors(os.path.join(d, "train"))
+    assert got["conv@0"].shape == got["conv@1"].shape == (10, 3 * 6 * 6)
 
 
 def test_option_checks():

@@ -76,7 +76,7 @@ def test_top_rows_by_count_labelled_with_their_tokens(tmp_path):
     p = Projector(d)
     (e,) = p.config(run="train")["embeddings"]
     assert (e["tensorName"], e["tensorPath"], e["metadataPath"]) == \
-        ("word_vectors", "word_vectors/00001/tensors.tsv", "word_vectors/00001/metadata.tsv")  # epoch 1
+        ("word_vectors", "word_vectors/00001/tensors.bytes", "word_vectors/00001/metadata.tsv")  # epoch 1
     np.testing.assert_array_equal(p.tensor("word_vectors", run="train").reshape(5, DIM),
                                   oracle.seen[1]["embedding0_weight"][order])
     assert p.metadata("word_vectors", run="train").splitlines() == tokens

@@ -95,11 +95,10 @@ def check_everything(local):
     from tensorboard.util import tensor_util
     buckets = tensor_util.make_ndarray(hist[2].tensor_proto)
     assert buckets.shape[1] == 3 and buckets[:, 2].sum() == 100
-    with open(os.path.join(local, "emb", "00000", "tensors.tsv")) as f:
-        rows = [[float(x) for x in line.split("\t")] for line in f]
-    assert rows == np.arange(12).reshape(4, 3).tolist()
+    rows = readback.projector_tensors(local)["emb"]
+    assert rows.tolist() == np.arange(12).reshape(4, 3).tolist()
     with open(os.path.join(local, "projector_config.pbtxt")) as f:
-        assert 'tensor_path: "emb/00000/tensors.tsv"' in f.read()
+        assert 'tensor_path: "emb/00000/tensors.bytes"' in f.read()
 
 
 # ---------------------------------------------------------------- memory://
@@ -109,7 +108,7 @@ def test_memory_url_is_read_back_by_tensorboard(mem, tmp_path):
         log_everything(w)
     files = objects(fs, root)
     assert {p for p in files if ".tfevents." not in p} == {
-        "projector_config.pbtxt", "emb/00000/tensors.tsv", "emb/00000/metadata.tsv"}
+        "projector_config.pbtxt", "emb/00000/tensors.bytes", "emb/00000/metadata.tsv"}
     check_everything(download(fs, root, tmp_path))
 
 

@@ -11,6 +11,7 @@ from mxnet.gluon.contrib.estimator import Estimator
 from mxnet.gluon.contrib.estimator.event_handler import EpochEnd
 
 import gluon_tb
+import readback
 from gluon_tb.handlers import TensorBoardHandler, WordVectors
 from synccount import count_host_reads
 from test_embedding import Projector
@@ -95,7 +96,7 @@ def test_top_rows_in_frequency_order_labelled_with_their_tokens(tmp_path):
     p = Projector(d)
     (e,) = p.config(run="train")["embeddings"]
     assert e["tensorName"] == "word_vectors"
-    assert e["tensorPath"] == "word_vectors/00001/tensors.tsv"  # the end of training: epoch index 1
+    assert e["tensorPath"] == "word_vectors/00001/tensors.bytes"  # the end of training: epoch index 1
     assert e["metadataPath"] == "word_vectors/00001/metadata.tsv"
     tensor = p.tensor("word_vectors", run="train")
     assert tensor.size == 5 * DIM
@@ -115,10 +116,9 @@ def test_projector_config_pbtxt_names_the_tensor_and_its_metadata(tmp_path):
         cfg = text_format.Parse(f.read(), ProjectorConfig())
     (e,) = cfg.embeddings
     assert (e.tensor_name, e.tensor_path, e.metadata_path) == \
-        ("words", "words/00000/tensors.tsv", "words/00000/metadata.tsv")
-    with open(os.path.join(d, "train", e.tensor_path)) as f:
-        rows = f.read().splitlines()
-    assert len(rows) == len(vocab) and {len(r.split("\t")) for r in rows} == {DIM}
+        ("words", "words/00000/tensors.bytes", "words/00000/metadata.tsv")
+    assert list(e.tensor_shape) == [len(vocab), DIM]
+    assert readback.projector_tensors(os.path.join(d, "train"))["words"].shape == (len(vocab), DIM)
     # no counts known: every row, in index order, special tokens included
     assert Projector(d).metadata("words", run="train").splitlines() == vocab.idx_to_token
 

@@ -2,7 +2,7 @@
 
 ``capture_embedding`` (caller's thread) checks shapes and counts and takes
 private copies. On the worker, ``embedding_action`` writes the files of
-:mod:`.projector_files` (``tensors.tsv``, ``metadata.tsv``, ``sprite.png`` under
+:mod:`.projector_files` (``tensors.bytes``, ``metadata.tsv``, ``sprite.png`` under
 ``<safe tag>/<step:05d>/``) and rewrites the run's ``projector_config.pbtxt``
 (:mod:`.projector_config`), as one ``action(sink)``.
 """
@@ -18,8 +18,8 @@ from .._common.checks import describe
 from .capture import array_nbytes, check_array, snapshot
 from .layouts import check_size, guess_layout
 from .projector_config import CONFIG_NAME, EmbeddingEntry, add_entry, projector_config
-from .projector_files import (MAX_SPRITE_SIZE, embedding_dir, escape, metadata_tsv, sprite_layout,
-                              sprite_png, tensors_tsv)
+from .projector_files import (MAX_SPRITE_SIZE, TENSORS_BINARY, TENSORS_TSV, embedding_dir, escape, metadata_tsv,
+                              sprite_layout, sprite_png, tensor_file)
 
 
 class EmbeddingPayload(NamedTuple):
@@ -129,7 +129,8 @@ def capture_embedding(embedding: Any, labels: Any = None, images: Any = None) ->
 def embedding_files(tag: str, step: int, payload: EmbeddingPayload) -> Dict[str, bytes]:
     """``{relative path: file contents}`` for one embedding (pure; may be slow)."""
     d = embedding_dir(tag, step)
-    files = {f"{d}/tensors.tsv": tensors_tsv(to_numpy(payload.matrix, "embedding"))}
+    name, data = tensor_file(to_numpy(payload.matrix, "embedding"))
+    files = {f"{d}/{name}": data}
     if payload.labels is not None:
         files[f"{d}/metadata.tsv"] = metadata_tsv(payload.labels, payload.header)
     if payload.images is not None:
@@ -137,13 +138,17 @@ def embedding_files(tag: str, step: int, payload: EmbeddingPayload) -> Dict[str,
     return files
 
 
-def embedding_entry(tag: str, step: int, payload: EmbeddingPayload) -> EmbeddingEntry:
+def embedding_entry(tag: str, step: int, payload: EmbeddingPayload, files: Dict[str, bytes]) -> EmbeddingEntry:
+    """The config's entry for the ``files`` of :func:`embedding_files`."""
+    binary = f"{embedding_dir(tag, step)}/{TENSORS_BINARY}" in files
+    n, d = payload.matrix.shape
     dim = None
     if payload.images is not None:
         n, h, w = payload.images.shape[0], payload.images.shape[-2], payload.images.shape[-1]
         _, th, tw = sprite_layout(n, h, w)
         dim = (tw, th)
-    return EmbeddingEntry(tag, int(step), payload.labels is not None, dim)
+    return EmbeddingEntry(tag, int(step), payload.labels is not None, dim,
+                          TENSORS_BINARY if binary else TENSORS_TSV, (int(n), int(d)))
 
 
 def embedding_action(tag: str, step: int, payload: EmbeddingPayload,
@@ -153,9 +158,10 @@ def embedding_action(tag: str, step: int, payload: EmbeddingPayload,
     ``projector_config.pbtxt``."""
 
     def action(sink: Any) -> None:
-        for rel, data in embedding_files(tag, step, payload).items():
+        files = embedding_files(tag, step, payload)
+        for rel, data in files.items():
             sink.write_file(rel, data)
-        add_entry(entries, embedding_entry(tag, step, payload))
+        add_entry(entries, embedding_entry(tag, step, payload, files))
         sink.write_file(CONFIG_NAME, projector_config(entries).encode("ascii"))
 
     return action

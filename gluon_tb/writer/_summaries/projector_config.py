@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import List, NamedTuple, Optional, Sequence, Tuple
 
-from .projector_files import embedding_dir
+from .projector_files import TENSORS_BINARY, TENSORS_TSV, embedding_dir
 
 CONFIG_NAME = "projector_config.pbtxt"
 
@@ -20,6 +20,8 @@ class EmbeddingEntry(NamedTuple):
     step: int
     has_metadata: bool
     sprite_dim: Optional[Tuple[int, int]]  # thumbnail (width, height)
+    tensor_file: str = TENSORS_TSV  # tensors.bytes (its shape below) or tensors.tsv
+    shape: Tuple[int, int] = (0, 0)  # (N, D)
 
 
 def _pbtxt_str(s: str) -> str:
@@ -59,7 +61,9 @@ def projector_config(entries: Sequence[EmbeddingEntry]) -> str:
     for e in uniq:
         d = embedding_dir(e.tag, e.step)
         lines = [f"  tensor_name: {_pbtxt_str(tensor_name(e, uniq))}",
-                 f'  tensor_path: "{d}/tensors.tsv"']
+                 f'  tensor_path: "{d}/{e.tensor_file}"']
+        if e.tensor_file == TENSORS_BINARY:
+            lines += [f"  tensor_shape: {e.shape[0]}", f"  tensor_shape: {e.shape[1]}"]
         if e.has_metadata:
             lines.append(f'  metadata_path: "{d}/metadata.tsv"')
         if e.sprite_dim is not None:

@@ -2,7 +2,13 @@
 
 Under ``<safe tag>/<step:05d>/`` of the run directory (:func:`embedding_dir`):
 
-* ``tensors.tsv``: N lines of D tab-separated floats (float32, ``%.9g``, exact);
+* ``tensors.bytes``: the N×D matrix as raw little-endian float32, row after row; the config gives
+  its shape (``tensor_shape``), and the projector reads it with ``np.fromfile`` (no text to format:
+  a 5000×300 matrix took ~300 ms of the writer's time holding the GIL as TSV, ~2 ms now). The
+  projector tries a file as TSV text first and reads it as binary only when it is not UTF-8, so
+  the rare matrix whose bytes happen to be valid UTF-8 (all zeros, say) is written as
+  ``tensors.tsv`` instead: N lines of D tab-separated floats (``%.9g``, exact); see
+  :func:`tensor_file`;
 * ``metadata.tsv``: one label column without a header, or several columns
   after a header row (as the projector expects);
 * ``sprite.png``: the images as a square grid of equal thumbnails, at most
@@ -85,6 +91,19 @@ def metadata_tsv(columns: List[Any], header: Optional[List[str]]) -> bytes:
             line = "\t".join([EMPTY_LABEL] + cells[1:])
         lines.append(line)
     return ("\n".join(lines) + "\n").encode("utf-8", "surrogatepass")
+
+
+TENSORS_BINARY, TENSORS_TSV = "tensors.bytes", "tensors.tsv"
+
+
+def tensor_file(matrix: np.ndarray) -> Tuple[str, bytes]:
+    """``(file name, contents)`` of an N×D matrix: raw float32 unless those bytes read as UTF-8 text."""
+    raw = np.ascontiguousarray(matrix, dtype="<f4").tobytes()
+    try:
+        raw.decode("utf-8")  # stops at the first byte that is not UTF-8: nearly always at once
+    except UnicodeDecodeError:
+        return TENSORS_BINARY, raw
+    return TENSORS_TSV, tensors_tsv(matrix)
 
 
 def tensors_tsv(matrix: np.ndarray) -> bytes:
