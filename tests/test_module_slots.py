@@ -145,3 +145,29 @@ def test_fit_callbacks_checks_its_arguments(kw, word):
         TensorBoardCallback("x").fit_callbacks(**kw)
     with pytest.raises(TypeError, match="unexpected keyword argument 'batch_callback'"):
         TensorBoardCallback("x").fit_callbacks(batch_callback=print)
+
+
+def test_slot_of_reads_what_mxnet_passes():
+    """The unit under the tests above: fit's and score()'s locals, as MXNet 1.9.1 passes them."""
+    from mxnet.model import BatchEndParam
+
+    from gluon_tb.handlers._module_slots import BATCH_END, EVAL_BATCH_END, EVAL_END, slot_of
+
+    cb, m = TensorBoardCallback("x"), object()
+    wrapped = lambda p: cb(p)  # noqa: E731 - the user's own wrapper: found from the counters
+
+    def param(n, loc):
+        return BatchEndParam(epoch=0, nbatch=n, eval_metric=None, locals=loc)
+
+    assert slot_of(param(0, dict(self=m, train_data=1, eval_end_callback=None)), cb) == BATCH_END
+    score = dict(self=m, score_end_callback=[cb.eval_end], batch_end_callback=None, nbatch=1)
+    assert slot_of(param(2, score), cb) == EVAL_END
+    assert slot_of(param(1, dict(score, score_end_callback=None, batch_end_callback=cb)), cb) == EVAL_BATCH_END
+    both = dict(score, score_end_callback=wrapped, batch_end_callback=[wrapped])
+    assert slot_of(param(1, both), cb) == EVAL_BATCH_END  # score() counts the batch after its callbacks
+    assert slot_of(param(2, both), cb) == EVAL_END
+    empty = {k: v for k, v in both.items() if k != "nbatch"}
+    assert slot_of(param(0, empty), cb) == EVAL_END  # empty eval_data: score()'s loop never ran
+    # FeedForward's loop (a function: no self) and a hand-made param keep the method's own meaning
+    assert slot_of(param(1, dict(train_data=1, eval_end_callback=cb, executor_manager=2)), cb) is None
+    assert slot_of(BatchEndParam(epoch=0, nbatch=0, eval_metric=None, locals=None), cb) is None

@@ -54,7 +54,7 @@ def slot_of(param: Any, cb: Any) -> Optional[str]:
     """The ``Module.fit`` slot that passed ``param`` (a ``BatchEndParam``), or None when neither
     ``fit`` nor ``score()`` made it (a hand-made one: the method called keeps its meaning)."""
     loc = getattr(param, "locals", None)
-    if not isinstance(loc, Mapping):
+    if not isinstance(loc, Mapping) or "self" not in loc:  # not a module's method (FeedForward's loop)
         return None
     if "score_end_callback" in loc:  # score(): fit's eval_end_callback or eval_batch_end_callback
         at_end = any(is_ours(f, cb) for f in entries(loc.get("score_end_callback")))
