@@ -23,7 +23,9 @@ another colour. To continue one fixed run directory, pass the handler yourself.
 ``autolog(disable=True)`` gives the classes their own ``fit`` back (a wrapper that another library
 wrapped in turn is left in place and does nothing more). Enabling again replaces the options.
 Calls from several threads are safe: the options are read once per ``fit`` under a lock, and each
-``fit`` has its own handler.
+``fit`` has its own handler. A ``fit`` that raises before it logged anything leaves no run
+directory. A class that overrides ``fit`` without calling ``BaseModule.fit`` or ``Estimator.fit``
+(``mxnet.contrib.svrg_optimization.SVRGModule``) is not logged.
 """
 from __future__ import annotations
 
@@ -145,6 +147,15 @@ def _run_dir(logdir: str) -> str:
             path = f"{base}-{i}"
 
 
+def _drop_if_empty(run: str) -> None:
+    """A ``fit`` that raised before it logged anything leaves no empty run directory behind."""
+    if "://" not in run:
+        try:
+            os.rmdir(run)  # only ever removes an empty directory
+        except OSError:
+            pass
+
+
 def _current() -> Optional[_Config]:
     with _lock:
         return _config
@@ -170,12 +181,14 @@ def _estimator_fit(original: Callable[..., Any]) -> Callable[..., Any]:
         handlers = _entries(bound.arguments.get("event_handlers"))
         if any(isinstance(h, TensorBoardHandler) for h in handlers):
             return original(self, *args, **kwargs)
-        handler = TensorBoardHandler(_run_dir(config.logdir), **config.options[_ESTIMATOR])
+        run = _run_dir(config.logdir)
+        handler = TensorBoardHandler(run, **config.options[_ESTIMATOR])
         bound.arguments["event_handlers"] = handlers + [handler]
         try:
             return original(*bound.args, **bound.kwargs)
         except BaseException:
             handler._abandon()  # no train_end: unhook the trainer, close the writers
+            _drop_if_empty(run)
             raise
 
     fit.__gluon_tb_autolog__ = True  # type: ignore[attr-defined]
@@ -198,12 +211,17 @@ def _module_fit(original: Callable[..., Any]) -> Callable[..., Any]:
         if any(isinstance(f, TensorBoardCallback) or isinstance(getattr(f, "__self__", None), TensorBoardCallback)
                for v in given.values() for f in _entries(v)):
             return original(self, *args, **kwargs)
-        cb = TensorBoardCallback(_run_dir(config.logdir), **config.options[_MODULE])
+        run = _run_dir(config.logdir)
+        cb = TensorBoardCallback(run, **config.options[_MODULE])
         bound.arguments.update(cb.fit_callbacks(**given))
         try:
-            return original(*bound.args, **bound.kwargs)
-        finally:
+            result = original(*bound.args, **bound.kwargs)
+        except BaseException:
             cb.close()
+            _drop_if_empty(run)
+            raise
+        cb.close()
+        return result
 
     fit.__gluon_tb_autolog__ = True  # type: ignore[attr-defined]
     return fit
