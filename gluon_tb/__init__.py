@@ -5,12 +5,14 @@ One line in ``Estimator.fit`` logs the whole training::
     from gluon_tb import TensorBoardHandler
     est.fit(train_data, val_data, epochs=5, event_handlers=[TensorBoardHandler("logs")])
 
-and :class:`SummaryWriter` is a drop-in for mxboard's, usable with numpy alone.
+``autolog("logs")`` does it for every ``Estimator.fit`` and ``Module.fit`` of a script you do
+not edit further, and :class:`SummaryWriter` is a drop-in for mxboard's, usable with numpy alone.
 The handlers need MXNet and are imported on first use, so ``import gluon_tb``
 works without it.
 """
 from typing import Any
 
+from ._autolog import autolog
 from .writer import RemoteOptions, RemoteWriteError, SummaryWriter, WriterClosedError, make_image_grid
 
 __version__ = "0.1.0"
@@ -26,6 +28,7 @@ __all__ = [
     "WordVectors",
     "Embeddings",
     "GradHealth",
+    "autolog",
     "RemoteOptions",
     "RemoteWriteError",
     "__version__",

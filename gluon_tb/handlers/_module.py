@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Dict, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 from ..writer import SummaryWriter
 from ..writer._common.checks import check_bool, check_logdir
@@ -14,6 +14,8 @@ from ._dist import DISTRIBUTED, Worker, WorkerMean, detect, place
 from ._conv_filters import check_conv_filters
 from ._health import GradHealth, HealthMonitor, check_grad_health
 from ._metric_names import scores
+from ._module_slots import (BATCH_END, EPOCH_END, EVAL_BATCH_END, EVAL_END, fit_callbacks, is_batch_param,
+                            missing_slots, reroute)
 from ._module_insight import (ModuleFilters, ModuleProfiler, ModuleProjector, ModuleWordVectors, executor_module,
                               module_gradients)
 from ._projector import Embeddings, check_embeddings
@@ -34,8 +36,7 @@ class TensorBoardCallback:
         from gluon_tb.handlers import TensorBoardCallback
         cb = TensorBoardCallback("logs/module")
         mod.fit(train_iter, eval_data=val_iter, num_epoch=5,
-                batch_end_callback=[cb, mx.callback.Speedometer(64, 50)],
-                epoch_end_callback=cb.epoch_end, eval_end_callback=cb.eval_end)
+                **cb.fit_callbacks(batch_end_callback=[mx.callback.Speedometer(64, 50)]))
         cb.close()
 
     Writes ``batch_<metric>`` in ``train`` every ``batch_period`` batches at the global batch
@@ -50,11 +51,14 @@ class TensorBoardCallback:
     see-inside options log what :class:`~._estimator.TensorBoardHandler`'s do, under the same tags
     (``_module_insight.py`` says how they work on a symbol).
 
-    Pass the object itself as (or in a list as) ``batch_end_callback``, its
-    :meth:`epoch_end` as ``epoch_end_callback`` and its :meth:`eval_end` as
-    ``eval_end_callback``; not as ``eval_batch_end_callback``. When ``fit``'s last epoch has
-    ended (after its ``eval_end``, or its ``epoch_end`` without ``eval_data``) everything is
-    flushed, so it is on disk when ``fit`` returns. Call :meth:`close` (or use it as a
+    :meth:`fit_callbacks` fills every slot of ``fit`` (with your own callbacks after its entries).
+    By hand: the object itself in ``batch_end_callback``, its :meth:`epoch_end` in
+    ``epoch_end_callback`` and its :meth:`eval_end` in ``eval_end_callback``. Put in another slot,
+    each does what that slot needs; in ``eval_batch_end_callback`` it logs nothing and warns, and
+    a missing slot is named in a warning at the first batch (``_module_slots.py``).
+
+    When ``fit``'s last epoch has ended (after its ``eval_end``, or its ``epoch_end`` without
+    ``eval_data``) everything is flushed, so it is on disk when ``fit`` returns. Call :meth:`close` (or use it as a
     context manager) when done; a forgotten one is closed at interpreter exit. Nothing is read
     back from MXNet on the training thread (``tests/test_module_sync.py``).
 
@@ -184,6 +188,8 @@ class TensorBoardCallback:
         arg_params, aux_params``), it does what :meth:`epoch_end` does."""
         if epoch_end_args:
             return self.epoch_end(param, *epoch_end_args)
+        if reroute(self, param, BATCH_END):  # called by score(): eval_end_callback or eval_batch_end_callback
+            return None
         src = param.eval_metric
         self._train_src = src
         local = param.locals or {}
@@ -195,6 +201,8 @@ class TensorBoardCallback:
             self._words.see_symbol(module.symbol)  # a ValueError before anything is written
         if begins:
             self._steps.fit_begins(local, self._out)  # before the first write: it may purge
+            for key, msg in missing_slots(self, local):
+                self._out.say_once(key, msg, logging.WARNING)
         k = self._steps.next_batch()
         if not self._graph_done:
             self._add_graph(getattr(module, "symbol", None))
@@ -216,7 +224,14 @@ class TensorBoardCallback:
 
     def epoch_end(self, epoch: int, symbol: Any = None, arg_params: Optional[Mapping[str, Any]] = None,
                   aux_params: Optional[Mapping[str, Any]] = None) -> None:
-        """``epoch_end_callback``: train values of the epoch and weight histograms."""
+        """``epoch_end_callback``: train values of the epoch and weight histograms.
+
+        Passed as ``batch_end_callback`` (or ``eval_end_callback``), where MXNet calls it with a
+        ``BatchEndParam``, it does what that slot needs (``_module_slots.py``)."""
+        if is_batch_param(epoch):
+            if not reroute(self, epoch, EPOCH_END):
+                self(epoch)
+            return
         last, epoch = epoch == self._last_epoch, self._steps.epoch(epoch)
         self._steps.epoch_ended(epoch)
         if not self._graph_done and symbol is not None:
@@ -225,8 +240,9 @@ class TensorBoardCallback:
             for tag, v in self._shared(scores([self._train_src], use_global=True)):
                 self._out.call(TRAIN, SummaryWriter.add_scalar, f"epoch_{tag}", v, epoch)
         else:
-            self._out.say_once("no-batches", "gluon_tb: pass the callback as batch_end_callback too, "
-                               "or training values are not logged")
+            self._out.say_once("no-batches", "gluon_tb: TensorBoardCallback is not in fit's batch_end_callback, "
+                               "so no training values are logged; pass batch_end_callback=cb, or every slot "
+                               "at once with mod.fit(..., **cb.fit_callbacks())", logging.WARNING)
         if self._weights and self._hist.per_epoch and arg_params:
             step = max(self._steps.step - 1, 0)
             arrays = {f"weights/{name}": sampled(arg_params[name], self._sample)
@@ -253,7 +269,12 @@ class TensorBoardCallback:
             self._prof.between_epochs(self._steps.step)
 
     def eval_end(self, param: Any) -> None:
-        """``eval_end_callback``: the validation values of the epoch."""
+        """``eval_end_callback``: the validation values of the epoch.
+
+        Passed as ``batch_end_callback``, it does what the callback object does there; as
+        ``eval_batch_end_callback``, nothing but one warning (``_module_slots.py``)."""
+        if reroute(self, param, EVAL_END):
+            return
         self._evals += 1
         if param.eval_metric is not None:
             for tag, v in self._shared(scores([param.eval_metric], use_global=True)):
@@ -263,6 +284,25 @@ class TensorBoardCallback:
             self._fit_ends()
         elif not self._out.muted:
             self._prof.between_epochs(self._steps.step)  # after the validation
+
+    def fit_callbacks(self, *, batch_end_callback: Any = None, epoch_end_callback: Any = None,
+                      eval_end_callback: Any = None, eval_batch_end_callback: Any = None
+                      ) -> Dict[str, List[Callable[..., Any]]]:
+        """Every ``Module.fit`` callback slot this callback needs, as keyword arguments of ``fit``.
+
+        Each slot's list starts with this callback's entry; the callbacks given for that slot
+        (a callable or a list) follow, in their order. Example::
+
+            cb = TensorBoardCallback("logs/module")
+            mod.fit(train_iter, eval_data=val_iter, num_epoch=5,
+                    **cb.fit_callbacks(batch_end_callback=[mx.callback.Speedometer(64, 50)],
+                                       epoch_end_callback=mx.callback.do_checkpoint("model")))
+
+        Raises:
+            TypeError: a slot's value is not a callable or a list of callables.
+        """
+        return fit_callbacks(self, {BATCH_END: batch_end_callback, EPOCH_END: epoch_end_callback,
+                                    EVAL_END: eval_end_callback, EVAL_BATCH_END: eval_batch_end_callback})
 
     def flush(self) -> None:
         """Return when everything logged so far is written."""
