@@ -41,8 +41,8 @@ def tensorboard_command() -> str:
     return rel if not rel.startswith("..") else exe
 
 
-def print_how_to_open(logdir: str, what: str = "") -> None:
-    """The last lines of an example: where its logs are and the command that opens them."""
+def print_how_to_open(logdir: str, what: str = "", url: str = "http://localhost:6006") -> None:
+    """The last lines of an example: where its logs are, the command that opens them, and the page."""
     print(f"TensorBoard logs written to {os.path.abspath(logdir)}{f' ({what})' if what else ''}")
     print(f"View them with:\n    {tensorboard_command()} --logdir {logdir}")
-    print("and open http://localhost:6006 in a browser.")
+    print(f"and open {url} in a browser.")

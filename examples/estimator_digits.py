@@ -59,9 +59,8 @@ def main(argv=None) -> None:
         warnings.simplefilter("ignore", UserWarning)
         est.fit(train, val_data=val, epochs=args.epochs, event_handlers=[tb])
 
-    print_how_to_open(args.logdir, "runs: train, validation")
-    print("The train and validation epoch curves, side by side:\n"
-          "    http://localhost:6006/#scalars&tagFilter=%5Eepoch_")
+    # the train and validation epoch curves, one chart per tag
+    print_how_to_open(args.logdir, "runs: train, validation", "http://localhost:6006/#scalars&tagFilter=%5Eepoch_")
 
 
 if __name__ == "__main__":
