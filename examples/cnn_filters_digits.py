@@ -1,7 +1,7 @@
 """Watch a small CNN's first-layer filters and feature maps form, and its digits cluster.
 
     python examples/cnn_filters_digits.py --logdir logs/cnn_filters --epochs 10
-    tensorboard --logdir logs/cnn_filters
+    .venv/bin/tensorboard --logdir logs/cnn_filters   # the venv beside the Python that ran it
 
 Images dashboard: ``conv_filters/digits_conv0`` (16 filters of 3x3, each scaled by its own
 min and max) and ``feature_maps/digits_conv0`` (that layer's output for the first training
@@ -21,6 +21,7 @@ from mxnet.gluon.contrib.estimator import Estimator
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _digits import loaders  # noqa: E402
+from _logs import fresh_logdir, print_how_to_open  # noqa: E402
 from estimator_digits import build_net  # noqa: E402
 
 from gluon_tb.handlers import Embeddings, TensorBoardHandler  # noqa: E402
@@ -32,6 +33,7 @@ def main(argv=None) -> None:
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--layer", default=None, help="the Conv2D to show (default: the first), e.g. conv1")
     args = ap.parse_args(argv)
+    fresh_logdir(args.logdir)  # a re-run replaces the previous run's logs
 
     mx.random.seed(0)
     train, val = loaders(64)
@@ -47,9 +49,7 @@ def main(argv=None) -> None:
         warnings.simplefilter("ignore", UserWarning)
         est.fit(train, val_data=val, epochs=args.epochs, event_handlers=[tb])
 
-    logdir = os.path.abspath(args.logdir)
-    print(f"TensorBoard logs written to {logdir} (images: conv_filters/, feature_maps/; projector: embedding)")
-    print(f"View them with:\n    tensorboard --logdir {logdir}")
+    print_how_to_open(args.logdir, "images: conv_filters/, feature_maps/; projector: embedding")
 
 
 if __name__ == "__main__":

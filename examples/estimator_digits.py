@@ -1,7 +1,7 @@
 """Train a small CNN on the shipped 8x8 digits with Gluon's Estimator, logged to TensorBoard.
 
     python examples/estimator_digits.py --logdir logs/estimator_digits --epochs 10
-    tensorboard --logdir logs/estimator_digits   # .venv/bin/tensorboard after scripts/demo.sh
+    .venv/bin/tensorboard --logdir logs/estimator_digits   # the venv beside the Python that ran it
 
 Runs offline in a few seconds on 2 CPU cores.
 """
@@ -17,6 +17,7 @@ from mxnet.gluon.contrib.estimator import Estimator
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _digits import loaders  # noqa: E402
+from _logs import fresh_logdir, print_how_to_open  # noqa: E402
 
 from gluon_tb.handlers import TensorBoardHandler  # noqa: E402
 
@@ -41,6 +42,7 @@ def main(argv=None) -> None:
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--lr", type=float, default=0.05)
     args = ap.parse_args(argv)
+    fresh_logdir(args.logdir)  # a re-run replaces the previous run's logs
 
     mx.random.seed(0)
     train, val = loaders(args.batch_size)
@@ -57,19 +59,8 @@ def main(argv=None) -> None:
         warnings.simplefilter("ignore", UserWarning)
         est.fit(train, val_data=val, epochs=args.epochs, event_handlers=[tb])
 
-    print(f"TensorBoard logs written to {os.path.abspath(args.logdir)} (runs: train, validation)")
-    print(f"View them with:\n    {tensorboard_command()} --logdir {args.logdir}")
-    print("then open the train and validation epoch curves at\n"
-          "    http://localhost:6006/#scalars&tagFilter=%5Eepoch_")
-
-
-def tensorboard_command() -> str:
-    """The ``tensorboard`` beside this Python (a venv's), as a path relative to here when it can be."""
-    exe = os.path.join(os.path.dirname(sys.executable), "tensorboard")
-    if not os.path.exists(exe):
-        return "tensorboard"
-    rel = os.path.relpath(exe)
-    return rel if not rel.startswith("..") else exe
+    # the train and validation epoch curves, one chart per tag
+    print_how_to_open(args.logdir, "runs: train, validation", "http://localhost:6006/#scalars&tagFilter=%5Eepoch_")
 
 
 if __name__ == "__main__":

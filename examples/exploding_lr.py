@@ -1,7 +1,7 @@
 """A learning rate far too high makes the gradients explode; gluon_tb's detector says so and stops.
 
     python examples/exploding_lr.py --logdir logs/exploding_lr
-    tensorboard --logdir logs/exploding_lr
+    .venv/bin/tensorboard --logdir logs/exploding_lr   # the venv beside the Python that ran it
 
 Scalars ``grad_norm/``, ``weight_norm/`` and ``update_ratio/`` (per parameter and ``global``)
 every 5 batches show the blow-up; the text dashboard's ``grad_health`` names the parameters
@@ -21,6 +21,7 @@ from mxnet.gluon.contrib.estimator import Estimator
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _digits import load_digits, split  # noqa: E402
+from _logs import fresh_logdir, print_how_to_open  # noqa: E402
 
 from gluon_tb.handlers import GradHealth, TensorBoardHandler  # noqa: E402
 
@@ -31,6 +32,7 @@ def main(argv=None) -> int:
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--lr", type=float, default=8.0)
     args = ap.parse_args(argv)
+    fresh_logdir(args.logdir)  # a re-run replaces the previous run's logs
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
     mx.random.seed(0)
@@ -52,8 +54,7 @@ def main(argv=None) -> int:
         est.fit(train, epochs=args.epochs, event_handlers=[tb])
     fired = tb.health_events
     print(f"detectors fired: {fired or 'none'}")
-    logdir = os.path.abspath(args.logdir)
-    print(f"TensorBoard logs written to {logdir}\nView them with:\n    tensorboard --logdir {logdir}")
+    print_how_to_open(args.logdir)
     return 0
 
 

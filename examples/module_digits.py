@@ -1,7 +1,7 @@
 """Train an MLP on the shipped 8x8 digits with the legacy Module API, logged to TensorBoard.
 
     python examples/module_digits.py --logdir logs/module_digits --epochs 10
-    tensorboard --logdir logs/module_digits
+    .venv/bin/tensorboard --logdir logs/module_digits   # the venv beside the Python that ran it
 
 Runs offline in a few seconds on 2 CPU cores.
 """
@@ -15,6 +15,7 @@ import mxnet as mx
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _digits import load_digits, split  # noqa: E402
+from _logs import fresh_logdir, print_how_to_open  # noqa: E402
 
 from gluon_tb.handlers import TensorBoardCallback  # noqa: E402
 
@@ -34,6 +35,7 @@ def main(argv=None) -> None:
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--lr", type=float, default=0.1)
     args = ap.parse_args(argv)
+    fresh_logdir(args.logdir)  # a re-run replaces the previous run's logs
     logging.basicConfig(level=logging.INFO, format="%(message)s")
 
     mx.random.seed(0)
@@ -52,9 +54,7 @@ def main(argv=None) -> None:
                 batch_end_callback=[mx.callback.Speedometer(args.batch_size, 10), cb],
                 epoch_end_callback=cb.epoch_end, eval_end_callback=cb.eval_end)
 
-    logdir = os.path.abspath(args.logdir)
-    print(f"TensorBoard logs written to {logdir} (runs: train, validation; projector in train)")
-    print(f"View them with:\n    tensorboard --logdir {logdir}")
+    print_how_to_open(args.logdir, "runs: train, validation; projector in train")
 
 
 if __name__ == "__main__":

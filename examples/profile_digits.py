@@ -28,6 +28,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _digits import loaders  # noqa: E402
+from _logs import fresh_logdir  # noqa: E402
 
 from gluon_tb.handlers import TensorBoardHandler  # noqa: E402
 
@@ -51,6 +52,7 @@ def main(argv=None) -> None:
     ap.add_argument("--profile-batch", type=int, nargs=2, default=[10, 12], metavar=("START", "STOP"),
                     help="the global batches to profile, both included (23 an epoch at --batch-size 64)")
     args = ap.parse_args(argv)
+    fresh_logdir(args.logdir)  # a re-run replaces the previous run's logs (and its profile session)
 
     mx.random.seed(0)
     train, val = loaders(args.batch_size)

@@ -1,7 +1,7 @@
 """Train a tiny word-level language model on Python's own docstrings; see its word vectors.
 
     python examples/word_embeddings_gluonnlp.py --logdir logs/word_embeddings --epochs 5
-    tensorboard --logdir logs/word_embeddings
+    .venv/bin/tensorboard --logdir logs/word_embeddings   # the venv beside the Python that ran it
 
 The text is collected at run time from the documentation strings of standard-library modules
 (``inspect.getdoc``), so nothing is downloaded. ``gluonnlp.Vocab`` indexes the words; an
@@ -26,6 +26,9 @@ from mxnet import gluon
 from mxnet.gluon.contrib.estimator import Estimator
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _logs import fresh_logdir, print_how_to_open  # noqa: E402
+
 try:
     import gluonnlp as nlp
 except ImportError as e:  # pragma: no cover - an optional example
@@ -104,6 +107,7 @@ def main(argv=None) -> None:
     ap.add_argument("--words", type=int, default=1000, help="most frequent words to show in the projector")
     ap.add_argument("--max-tokens", type=int, default=200_000)
     args = ap.parse_args(argv)
+    fresh_logdir(args.logdir)  # a re-run replaces the previous run's logs
     mx.random.seed(0)
 
     tokens = WORD.findall(docstrings().lower())[: args.max_tokens]
@@ -130,9 +134,7 @@ def main(argv=None) -> None:
         est.fit(train_data, val_data=val_data, epochs=args.epochs,
                 event_handlers=[TensorBoardHandler(args.logdir, word_vectors=words, histogram_period=None)])
 
-    logdir = os.path.abspath(args.logdir)
-    print(f"TensorBoard logs written to {logdir} (runs: train, validation; projector: word_vectors)")
-    print(f"View them with:\n    tensorboard --logdir {logdir}")
+    print_how_to_open(args.logdir, "runs: train, validation; projector: word_vectors")
 
 
 if __name__ == "__main__":

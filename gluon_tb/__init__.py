@@ -7,12 +7,15 @@ One line in ``Estimator.fit`` logs the whole training::
 
 ``autolog("logs")`` does it for every ``Estimator.fit`` and ``Module.fit`` of a script you do
 not edit further, and :class:`SummaryWriter` is a drop-in for mxboard's, usable with numpy alone.
+For code that imports mxboard itself and is not yours to edit, :func:`install_as_mxboard` (or
+``python -m gluon_tb.as_mxboard script.py``) serves ``import mxboard`` from gluon_tb.
 The handlers need MXNet and are imported on first use, so ``import gluon_tb``
 works without it.
 """
 from typing import Any
 
 from ._autolog import autolog
+from ._mxboard_alias import install_as_mxboard
 from .writer import RemoteOptions, RemoteWriteError, SummaryWriter, WriterClosedError, make_image_grid
 
 __version__ = "0.1.0"
@@ -23,6 +26,7 @@ __all__ = [
     "SummaryWriter",
     "WriterClosedError",
     "make_image_grid",
+    "install_as_mxboard",
     "TensorBoardHandler",
     "TensorBoardCallback",
     "WordVectors",

@@ -5,12 +5,14 @@
 # Never fails the caller: on failure it says why and exits 0, and the Horovod tests then skip
 # (or fail, under GLUON_TB_REQUIRE_HOROVOD=1).
 set -u
+# a failure is also appended to $GLUON_TB_SETUP_NOTES (scripts/test.sh), whose tests print it at the end
+not_run() { echo "$1" >&2; if [ -n "${GLUON_TB_SETUP_NOTES:-}" ]; then echo "$1" >> "$GLUON_TB_SETUP_NOTES" || true; fi; }
 PY="${1:-.venv/bin/python}"
 if "$PY" -c 'import horovod.mxnet' >/dev/null 2>&1; then
   exit 0
 fi
 if ! command -v cmake >/dev/null 2>&1 || ! command -v g++ >/dev/null 2>&1; then
-  echo "install_horovod.sh: Horovod builds from source and needs cmake and g++; Horovod tests will not run" >&2
+  not_run "install_horovod.sh: Horovod builds from source and needs cmake and g++; Horovod tests will not run"
   exit 0
 fi
 log="$(mktemp)"
@@ -24,8 +26,8 @@ if "$PY" -m pip install -q "setuptools==84.2.1" "wheel==0.48.0" >"$log" 2>&1 &&
    "$PY" -c 'import horovod.mxnet' >>"$log" 2>&1; then
   echo "install_horovod.sh: installed horovod 0.28.1 (MXNet, Gloo)"
 else
-  echo "install_horovod.sh: could not build horovod (last lines below); Horovod tests will not run" >&2
   tail -n 15 "$log" >&2
+  not_run "install_horovod.sh: could not build horovod (pip's last lines are above); Horovod tests will not run"
 fi
 rm -f "$log"
 exit 0

@@ -7,6 +7,8 @@
 # Never fails the caller: on failure it says why and exits 0, and the XProf tests then skip
 # (or fail, under GLUON_TB_REQUIRE_XPROF=1).
 set -u
+# a failure is also appended to $GLUON_TB_SETUP_NOTES (scripts/test.sh), whose tests print it at the end
+not_run() { echo "$1" >&2; if [ -n "${GLUON_TB_SETUP_NOTES:-}" ]; then echo "$1" >> "$GLUON_TB_SETUP_NOTES" || true; fi; }
 cd "$(dirname "$0")/.."
 VENV=.venv-xprof
 # whatever versions of the two resolve together; the stamp holds this line
@@ -23,7 +25,7 @@ if [ -z "$PY" ]; then
   done
 fi
 if [ -z "$PY" ]; then
-  echo "install_xprof.sh: Python 3.11 not found; the XProf tests will not run" >&2
+  not_run "install_xprof.sh: Python 3.11 not found; the XProf tests will not run"
   exit 0
 fi
 start=$SECONDS
@@ -36,8 +38,8 @@ if { [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"; } >"$log" 2>&1 &&
 print(", ".join(f"{p} {v(p)}" for p in ("tensorboard", "tensorboard-plugin-profile")))')"
   echo "install_xprof.sh: $VENV has $versions ($((SECONDS - start)) s)"
 else
-  echo "install_xprof.sh: could not set up $VENV (last lines below); the XProf tests will not run" >&2
   tail -n 15 "$log" >&2
+  not_run "install_xprof.sh: could not set up $VENV (pip's last lines are above); the XProf tests will not run"
 fi
 rm -f "$log"
 exit 0

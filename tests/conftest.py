@@ -9,6 +9,8 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 os.environ.setdefault("MXNET_SUBGRAPH_VERBOSE", "0")
 
+from skip_summary import pytest_unconfigure  # noqa: E402,F401  (the NOT RUN block at the end)
+
 
 @pytest.fixture(scope="session")
 def xprof_python() -> str:
