@@ -40,6 +40,7 @@ from ..writer import SummaryWriter
 from ..writer._common.checks import check_bool, check_logdir
 from ._checks import (ParamFilter, check_choice, check_hparams, check_positive_int, check_positive_int_or_none,
                       check_positive_number, check_start, param_selector)
+from ._batch_metrics import BatchMetrics
 from ._dist import DISTRIBUTED, Worker
 from ._epoch_values import EpochValues
 from ._estimator_insight import EstimatorInsight
@@ -49,7 +50,6 @@ from ._hooks import FitScope, Wrap, wrap
 from ._projector import Embeddings
 from ._word_vectors import WordVectors
 from ._inputs import log_first_batch
-from ._metric_names import scores
 from ._resume import batches_before, continue_at, resume_point
 from ._run_writers import ON_ERROR, TRAIN, RunWriters
 from ._schedule import Period, schedule
@@ -170,6 +170,7 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
         self._graph_done = False
         self._in_epoch = 0
         self._taps: List[Wrap] = []
+        self._windows = BatchMetrics()  # (no "metric" in the name: MXNet checks such attributes)
         self._see = EstimatorInsight(self._out, self._hist, conv_filters=conv_filters, embeddings=embeddings,
                                      word_vectors=word_vectors, grad_health=grad_health,
                                      profile_batch=profile_batch)
@@ -204,15 +205,20 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
         self._in_epoch = 0
         self._hists.train_begin(estimator, self._step, batches_before(scope.fit_locals().get("train_data"), 1))
         self._taps.extend(self._epochs.train_begin(estimator, scope, self._abandon))
+        if self._every.every is not None:
+            self._taps.extend(self._windows.watch(estimator.train_metrics, scope, self._abandon))
         if not self._hist.never and not self._out.muted:
-            tap = wrap(estimator.trainer, ("step", "allreduce_grads"),
-                       lambda: self._hists.before_update(self._step, self._in_epoch),
+            # gradients as backward left them: when fit_batch returns (before any update handler
+            # clips or scales them), or at the trainer's first call inside fit_batch
+            grads = lambda *_: self._hists.before_update(self._step, self._in_epoch)  # noqa: E731
+            tap = wrap(estimator.trainer, ("step", "allreduce_grads", "update"), grads,
                        scope=scope, on_dead=self._abandon)
-            if tap is None:
+            fit = wrap(estimator.batch_processor, ("fit_batch",), None, scope=scope, after=grads,
+                       on_dead=self._abandon)
+            if tap is None and fit is None:
                 self._out.say_once("tap", "gluon_tb: cannot hook the trainer; gradients are not logged",
                                    logging.WARNING)
-            else:
-                self._taps.append(tap)
+            self._taps.extend(t for t in (tap, fit) if t is not None)
         hook = self._see.train_begin(estimator, scope, self._abandon)
         if hook is not None:
             self._taps.append(hook)
@@ -229,12 +235,12 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
         k = self._step
         loss, batch = kwargs.get("loss"), kwargs.get("batch")
         losses = loss if isinstance(loss, (list, tuple)) else ([] if loss is None else [loss])
-        self._epochs.see_batch(losses, batch)
+        usable = self._epochs.see_batch(estimator, losses, batch)
         if self._every.due(k):
-            if losses:
+            if losses and usable:
                 # copy=False: the loss arrays are fresh outputs
                 self._out.call(TRAIN, SummaryWriter.add_mean, "batch_loss", losses, k, copy=False)
-            for tag, v in scores(estimator.train_metrics, skip_loss=bool(losses)):
+            for tag, v in self._windows.take(estimator.train_metrics, skip_loss=bool(losses) and usable):
                 self._out.call(TRAIN, SummaryWriter.add_scalar, f"batch_{tag}", v, k)
         if self._out.muted:  # a worker other than rank 0: only the epoch values are shared
             self._step += 1
