@@ -154,8 +154,8 @@ def test_samples_per_second_counts_samples_along_batch_axis(tmp_path, monkeypatc
 class MetricResetHandler(BatchEnd):
     """gluon-nlp's: ``reset_local()`` of the training metrics every ``every`` batches."""
 
-    def __init__(self, metrics, every):
-        self.metrics, self.every, self.n = metrics, every, 0
+    def __init__(self, metrics, every, priority=0):
+        self.metrics, self.every, self.n, self.priority = metrics, every, 0, priority
 
     def batch_end(self, estimator, *args, **kwargs):
         self.n += 1
@@ -365,3 +365,56 @@ def test_each_epoch_once_after_a_fit_cut_short(tmp_path):
     assert [s for s, _ in got] == [0, 1, 2, 3, 4, 5]
     assert all(close(g, w) for (_, g), w in zip(got, rec.epochs)), (got, rec.epochs)
     assert [s for s, _ in read(tmp_path, "batch_loss")] == list(range(rec.batches))
+
+
+# ---------------------------------------------------------------- batch_<metric>
+class PlainAccuracy(mx.metric.EvalMetric):
+    """A user-written metric: no global statistics (MXNet's default for subclasses)."""
+
+    def __init__(self):
+        super().__init__("plainacc")
+
+    def update(self, labels, preds):
+        for label, pred in zip(labels, preds):
+            self.sum_metric += float((pred.argmax(axis=1) == label).sum().asscalar())
+            self.num_inst += label.shape[0]
+
+
+class BatchRecorder(BatchEnd):
+    """Each batch's own correct count and size (test oracle, independent of the metrics)."""
+
+    priority = -5000
+
+    def __init__(self):
+        self.correct, self.size = [], []
+
+    def batch_end(self, estimator, *args, **kwargs):
+        pred, label = kwargs["pred"][0], kwargs["label"][0]
+        self.correct.append(float((pred.argmax(axis=1) == label).sum().asscalar()))
+        self.size.append(label.shape[0])
+        return False
+
+
+def windows(rec, steps):
+    """The accuracy over the batches since the previous step, at each step."""
+    out, prev = [], -1
+    for k in steps:
+        out.append(sum(rec.correct[prev + 1:k + 1]) / sum(rec.size[prev + 1:k + 1]))
+        prev = k
+    return out
+
+
+@pytest.mark.parametrize("period,reset_priority", [(1, 0), (4, 0), (4, 2000)])  # resets before / after ours
+def test_batch_metric_is_the_metric_since_the_previous_point(tmp_path, period, reset_priority):
+    net = make_net()
+    est = make_est(net, lr=0.5, metrics=[mx.metric.Accuracy(), PlainAccuracy()])
+    rec = BatchRecorder()
+    est.fit(data(), epochs=3, event_handlers=[handler(tmp_path, batch_period=period), rec,
+                                              MetricResetHandler(est.train_metrics, 3, reset_priority)])
+    steps = list(range(0, 3 * N // BATCH, period))
+    want = windows(rec, steps)
+    assert len(set(want)) > 2  # the values change from point to point
+    for tag in ("batch_accuracy", "batch_plainacc"):
+        got = read(tmp_path, tag)
+        assert [s for s, _ in got] == steps, tag
+        assert all(close(g, w) for (_, g), w in zip(got, want)), (tag, got, want)

@@ -87,14 +87,18 @@ class BatchMetrics:
         self.unusable: List[str] = []  # names of metrics whose sums are not numbers
 
     def watch(self, ms: Iterable[Any], scope: Optional[FitScope] = None,
-              on_dead: Optional[Callable[[], None]] = None) -> List[Wrap]:
-        """Start windows at the metrics' present sums and hook their resets; returns the hooks."""
+              on_dead: Optional[Callable[[], None]] = None, from_zero: bool = False) -> List[Wrap]:
+        """Start windows at the metrics' present sums (``from_zero``: at no sums, for metrics reset
+        just before the batches they hold) and hook their resets; returns the hooks."""
         self.stop()
+        ms = list(ms)
         found = leaves(ms)
         self._seen = tuple(id(m) for m in ms)
         self._windows = {}
         for m in found:
             w = self._windows[id(m)] = _Window(m)
+            if from_zero:
+                w.prev = (0, 0)
             tap = wrap(m, ("reset", "reset_local"), w.fold, scope=scope, after=w.after_reset, on_dead=on_dead)
             if tap is not None:
                 self._taps.append(tap)

@@ -11,12 +11,15 @@ rest. Fresh metric values exist only above -1000, the batch's own gradients only
 So the handler runs late (:attr:`TensorBoardHandler.priority` = 1000, after metrics,
 validation, checkpointing and early stopping, before MXNet's ``LoggingHandler``) and, at
 ``train_begin``, hooks the trainer instead of the handler list: ``trainer.step`` and
-``trainer.allreduce_grads`` are shadowed on that trainer *instance* by thin wrappers that
-first hand the gradients to the writer (when the histogram schedule is due), then call
-the original. That is the one moment at which the gradients are exactly what the batch
-produced, for any update handler or batch processor that uses the trainer, with any
-number of devices, and before a distributed kvstore overwrites the buffers with pulled
-weights. ``train_end`` removes the wrappers. The same way, ``batch_processor.evaluate_batch``
+``trainer.allreduce_grads``/``update`` are shadowed on that trainer *instance* by thin wrappers
+that first hand the gradients to the writer (when the histogram schedule is due), then call
+the original, and so is ``batch_processor.fit_batch``, whose wrapper hands them over when it
+returns. The first of these in a batch takes them: when ``fit_batch`` returns the gradients are
+what backward produced, before an update handler clips them (gluon-nlp's scripts call
+``clip_global_norm`` before ``trainer.step``), for any number of devices, and before a
+distributed kvstore overwrites the buffers with pulled weights; a batch processor that steps
+inside ``fit_batch`` is seen at its ``allreduce_grads`` or ``step`` (after a clip it made
+before a single-device ``step``). ``train_end`` removes the wrappers. The same way, ``batch_processor.evaluate_batch``
 is wrapped to count validation batches and sum their losses, so validation values (and
 ``validation/epoch_loss``, also without a loss metric) are logged exactly for the epochs in
 which the estimator validated.
@@ -67,12 +70,16 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
                 event_handlers=[TensorBoardHandler("logs/run1")])
         # then: tensorboard --logdir logs
 
-    Run ``<logdir>/train``: ``batch_loss`` (mean loss of the batch) and ``batch_<metric>``
-    (the estimator's running epoch value) every ``batch_period`` batches; ``epoch_loss`` (the
-    estimator's loss metric, or the mean of the epoch's batch losses when it has none),
-    ``epoch_<metric>``, ``epoch_learning_rate``, ``epoch_samples_per_second``; histograms
-    ``gradients/<param>`` (the batch's gradient, summed over devices, read before the
-    optimizer step) and ``weights/<param>`` (after that batch's update) on the
+    Run ``<logdir>/train``: ``batch_loss`` (the mean of the loss values the batch processor
+    returned for the batch) and ``batch_<metric>`` (the metric over the batches since the previous
+    point: with ``batch_period=1`` the batch alone) every ``batch_period`` batches; ``epoch_loss``
+    (the estimator's loss metric, or the mean of the epoch's returned loss values when it has
+    none), ``epoch_<metric>`` (the epoch-wide value, ``get_global()``), ``epoch_learning_rate``
+    (the rate the epoch's batches trained with), ``epoch_samples_per_second`` (samples counted
+    along ``fit(batch_axis=)`` of the data); histograms ``gradients/<param>`` (the batch's
+    gradient as backward produced it, summed over devices, taken when ``fit_batch`` returns:
+    before any handler clips or scales it and before the optimizer step) and
+    ``weights/<param>`` (after that batch's update) on the
     ``histogram_period`` schedule; the graph of a hybridized net once, after the first
     batch; ``first_batch``, the first inputs of every epoch as one image grid. Run
     ``<logdir>/validation``: ``epoch_loss`` and ``epoch_<metric>``, the estimator's own
