@@ -418,3 +418,35 @@ def test_batch_metric_is_the_metric_since_the_previous_point(tmp_path, period, r
         got = read(tmp_path, tag)
         assert [s for s, _ in got] == steps, tag
         assert all(close(g, w) for (_, g), w in zip(got, want)), (tag, got, want)
+
+
+class TwoSums(mx.metric.EvalMetric):
+    """A metric that keeps its sums in lists (no difference can be taken of them)."""
+
+    def __init__(self):
+        super().__init__("twosums")
+
+    def reset(self):
+        self.sum_metric, self.num_inst = [0.0, 0.0], [0, 0]
+        self.global_sum_metric, self.global_num_inst = [0.0, 0.0], [0, 0]
+
+    def reset_local(self):
+        self.sum_metric, self.num_inst = [0.0, 0.0], [0, 0]
+
+    def update(self, labels, preds):
+        self.num_inst = [n + 1 for n in self.num_inst]
+
+    def get(self):
+        return self.name, float(sum(self.num_inst))
+
+
+def test_batch_metric_without_sums_warns_once_and_is_not_logged(tmp_path, caplog):
+    net = make_net()
+    est = make_est(net, metrics=[mx.metric.Accuracy(), TwoSums()])
+    with caplog.at_level(logging.WARNING, logger="gluon_tb.handlers"):
+        est.fit(data(), epochs=2, event_handlers=[handler(tmp_path)])
+    said = [r.getMessage() for r in caplog.records if "batch_<metric> is not logged" in r.getMessage()]
+    assert len(said) == 1 and "twosums" in said[0]
+    tags = {t for r, t in readback.tags(str(tmp_path)) if r == "train"}
+    assert {t for t in tags if t.startswith("batch_")} == {"batch_loss", "batch_accuracy"}
+    assert "epoch_twosums" in tags

@@ -50,6 +50,15 @@ def _sums(m: Any) -> Tuple[Any, Any]:
     return m.sum_metric, m.num_inst
 
 
+def _summable(m: Any) -> bool:
+    """Whether a metric keeps sums that differences can be taken of (numbers or NDArrays)."""
+    try:
+        s, n = _sums(m)
+    except AttributeError:
+        return False
+    return all(isinstance(v, numbers.Number) or hasattr(v, "context") for v in (s, n))
+
+
 class _Window:
     """One metric's sums at the previous point, and what a reset carried over since."""
 
@@ -84,7 +93,7 @@ class BatchMetrics:
         self._windows: Dict[int, _Window] = {}
         self._seen: Tuple[int, ...] = ()
         self._taps: List[Wrap] = []
-        self.unusable: List[str] = []  # names of metrics whose sums are not numbers
+        self.unusable: List[str] = []  # names of metrics without sums to take differences of
 
     def watch(self, ms: Iterable[Any], scope: Optional[FitScope] = None,
               on_dead: Optional[Callable[[], None]] = None, from_zero: bool = False) -> List[Wrap]:
@@ -95,7 +104,10 @@ class BatchMetrics:
         found = leaves(ms)
         self._seen = tuple(id(m) for m in ms)
         self._windows = {}
+        self.unusable = [str(getattr(m, "name", type(m).__name__)) for m in found if not _summable(m)]
         for m in found:
+            if not _summable(m):  # no batch_ point rather than a running mean
+                continue
             w = self._windows[id(m)] = _Window(m)
             if from_zero:
                 w.prev = (0, 0)

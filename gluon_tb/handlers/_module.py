@@ -203,6 +203,10 @@ class TensorBoardCallback:
         if src is not None and self._every.every is not None:
             if not self._windows.watching([src]):  # fit's metric was reset before its first batch
                 self._windows.watch([src], from_zero=param.nbatch == 0)
+                if self._windows.unusable:
+                    self._out.say_once("batch-metric", "gluon_tb: batch_<metric> is not logged for "
+                                       f"{', '.join(self._windows.unusable)}: the metric keeps no numeric "
+                                       "sum_metric/num_inst", logging.WARNING)
             if self._every.due(k):
                 for tag, v in self._windows.take([src]):
                     self._out.call(TRAIN, SummaryWriter.add_scalar, f"batch_{tag}", v, k)
