@@ -34,7 +34,12 @@ class Oracle:
 
     def on_batch(self, param):
         vals = param.eval_metric.get_global_name_value()
-        self.batch.append(vals)
+        m = param.eval_metric
+        m = m.metrics[0] if isinstance(m, mx.metric.CompositeEvalMetric) else m
+        s, n = m.global_sum_metric, m.global_num_inst  # since the epoch's reset
+        ps, pn = self._sums if param.nbatch else (0.0, 0)
+        self._sums = (s, n)
+        self.batch.append([(vals[0][0], (s - ps) / (n - pn))])  # the batch's own value
         if param.nbatch == N // BATCH - 1:
             self.train.append(vals)
 

@@ -1,20 +1,33 @@
 """The epoch-level scalars of :class:`~._estimator.TensorBoardHandler`, combined over workers.
 
 ``epoch_<metric>`` of runs ``train`` and ``validation`` (validation only for the epochs
-in which the estimator validated), ``epoch_learning_rate`` and
-``epoch_samples_per_second``. ``epoch_loss`` is always there: the estimator's own loss
-metric when it has one, otherwise the mean per-sample loss of the epoch's batches (train)
-or of the last validation pass (validation), summed on MXNet's engine a chunk of batches at a
-time (:class:`LossSum`) and read by the writer thread: nothing waits for a value on the training
-thread, and a batch pushes no MXNet operation for it. With
-several workers and ``distributed="rank0"`` the values are the mean over the workers (the
-throughput their sum), see ``_dist.py``.
+in which the estimator validated): each metric's epoch-wide value (``get_global()``, which a
+``reset_local()`` inside the epoch, as gluon-nlp's ``MetricResetHandler`` makes, leaves intact).
+``epoch_learning_rate``: the rate the epoch's batches trained with (read after the epoch's first
+update, so a handler that decays the rate at ``epoch_end`` changes the next epoch's point).
+``epoch_samples_per_second``: the samples of the epoch's batches (each batch's data size along
+``fit(batch_axis=)``, as the estimator splits it) over the epoch's time.
+
+``epoch_loss`` is always there: the estimator's own loss metric when it has one, otherwise the
+mean of every value the batch processor returned as its loss in the epoch (train) or in the last
+validation pass (validation). That is the mean per-sample loss when it returns per-sample losses
+(MXNet's default), and the mean of its per-batch values when it returns one value per batch
+(a summed loss): the value is what the training computed, not rescaled. Python numbers, numpy
+arrays and NDArrays of any shape are accepted; anything else is left out with one warning.
+NDArrays are summed on MXNet's engine a chunk of batches at a time (:class:`LossSum`) and read
+by the writer thread: nothing waits for a value on the training thread. With several workers and
+``distributed="rank0"`` the values are the mean over the workers (the throughput their sum), see
+``_dist.py``.
 """
 from __future__ import annotations
 
+import logging
 import math
+import numbers
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
 
 from ..writer import SummaryWriter
 from ._dist import Worker, WorkerMean, detect, place
@@ -38,7 +51,9 @@ class EpochValues:
         self._val_hooked = False
         self._t0 = time.perf_counter()
         self._samples = 0
+        self._samples_known = True
         self._batches = 0
+        self._lr: Any = None
         self._own_loss: Optional[LossSum] = None
         self._val_own = False  # the estimator has no validation loss metric: sum it here
         self._val_loss = LossSum()
@@ -66,33 +81,47 @@ class EpochValues:
 
     def epoch_begin(self, estimator: Any) -> None:
         self._samples = self._batches = 0
+        self._samples_known, self._lr = True, None
         has_loss = any(is_loss(m) for m in estimator.train_metrics)
         self._own_loss = None if has_loss else LossSum()
         self._t0 = time.perf_counter()
 
-    def see_batch(self, losses: Sequence[Any], batch: Any) -> None:
+    def see_batch(self, estimator: Any, losses: Sequence[Any], batch: Any) -> bool:
+        """After the batch's update; returns whether its losses can be averaged (``batch_loss``)."""
+        if not self._batches:  # the rate this epoch's first update used
+            self._lr = _learning_rate(estimator)
         self._batches += 1
-        if losses:
-            own = self._own_loss  # None: the estimator has a loss metric
+        n = batch_size(batch, getattr(estimator, "batch_axis", 0))
+        if n is None:
+            self._samples_known = False
+            self._out.say_once("samples", "gluon_tb: the batch's data has no size along the estimator's "
+                               "batch_axis; epoch_samples_per_second is not logged", logging.WARNING)
+        else:
+            self._samples += n
+        usable = all(loss_kind(l) is not None for l in losses)
+        if not usable:
+            bad = next(l for l in losses if loss_kind(l) is None)
+            self._out.say_once("loss", f"gluon_tb: the batch processor's loss is a {type(bad).__name__}, "
+                               "not a number or array; batch_loss and epoch_loss (without a loss metric) "
+                               "are not logged for such batches", logging.WARNING)
+        elif self._own_loss is not None:  # None: the estimator has a loss metric
             for l in losses:
-                shape = l.shape  # one call into MXNet each
-                self._samples += int(shape[0]) if shape else 1
-                if own is not None:
-                    own.add(l, shape)
-        elif isinstance(batch, (list, tuple)) and batch and hasattr(batch[0], "shape"):
-            self._samples += int(batch[0].shape[0])
+                self._own_loss.add(l)
+        return usable
 
     def epoch_end(self, estimator: Any, epoch: int) -> None:
-        pairs = scores(estimator.train_metrics)
+        pairs = scores(estimator.train_metrics, use_global=True)
         if self._own_loss is not None and self._own_loss.count:
             pairs.insert(0, ("loss", self._own_loss.mean()))
         dt = time.perf_counter() - self._t0
-        rate = self._samples / dt if dt > 0 and self._batches else float("nan")
+        known = dt > 0 and self._batches and self._samples_known
+        rate = self._samples / dt if known else float("nan")
         val, fresh = self._validation(estimator.val_metrics)
         pairs, rate, val = self._combine(pairs, rate, val)
         self._log(TRAIN, pairs, epoch)
-        self._out.call(TRAIN, SummaryWriter.add_scalar, "epoch_learning_rate", estimator.trainer.learning_rate,
-                       epoch)
+        lr = self._lr if self._lr is not None else _learning_rate(estimator)
+        if lr is not None:
+            self._out.call(TRAIN, SummaryWriter.add_scalar, "epoch_learning_rate", lr, epoch)
         if rate == rate:
             self._out.call(TRAIN, SummaryWriter.add_scalar, "epoch_samples_per_second", rate, epoch)
         if self._val_own:  # no loss seen (a batch processor of its own): no point rather than NaN
@@ -108,11 +137,17 @@ class EpochValues:
         self._val_loss = LossSum()
 
     def _see_validation(self, result: Any) -> None:
-        """After ``evaluate_batch``: add its per-sample losses (MXNet ops, no host read)."""
+        """After ``evaluate_batch``: add its losses (NDArrays: MXNet ops, no host read)."""
         losses = result[3] if isinstance(result, (list, tuple)) and len(result) == 4 else None
-        if isinstance(losses, (list, tuple)) and losses and all(hasattr(l, "context") for l in losses):
+        if losses is None:
+            return
+        losses = losses if isinstance(losses, (list, tuple)) else [losses]
+        if all(loss_kind(l) is not None for l in losses):
             for l in losses:
-                self._val_loss.add(l, l.shape)
+                self._val_loss.add(l)
+        else:
+            self._out.say_once("val-loss", "gluon_tb: evaluate_batch's loss is not a number or array; "
+                               "validation/epoch_loss is not logged for such batches", logging.WARNING)
 
     def _validation(self, ms: List[Any]) -> Tuple[Pairs, bool]:
         """The validation values, and whether the estimator validated in this epoch."""
@@ -122,7 +157,7 @@ class EpochValues:
         else:  # no hook: new values mean a new validation
             snap = tuple(tuple(m.get_name_value()) for m in ms)
             fresh, self._val_seen = snap != self._val_seen, snap
-        pairs = scores(ms)
+        pairs = scores(ms, use_global=True)
         if self._val_own and self._val_hooked:
             own: Any = self._val_loss.mean() if self._val_loss.count else float("nan")
             pairs.insert(0, ("loss", own))
@@ -146,39 +181,81 @@ class EpochValues:
             self._out.call(run, SummaryWriter.add_scalar, f"epoch_{tag}", v, epoch)
 
 
+def batch_size(batch: Any, axis: int) -> Optional[int]:
+    """The size of a batch's data (its first element) along ``axis``; ``None``: unknown."""
+    data = batch[0] if isinstance(batch, (list, tuple)) and batch else batch
+    shape = getattr(data, "shape", None)  # one call into MXNet
+    if not isinstance(shape, tuple) or not -len(shape) <= axis < len(shape):
+        return None
+    return int(shape[axis])
+
+
+def loss_kind(value: Any) -> Optional[str]:
+    """``"number"``, ``"numpy"`` or ``"ndarray"``: how a returned loss is summed; ``None``: it cannot be."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return "number"
+    if isinstance(value, np.ndarray):
+        return "numpy" if value.dtype.kind in "biuf" else None
+    if hasattr(value, "detach") and hasattr(value, "context") and hasattr(value, "shape"):
+        return "ndarray"
+    return None
+
+
+def _learning_rate(estimator: Any) -> Any:
+    try:
+        return estimator.trainer.learning_rate  # a Python number the optimizer keeps
+    except (AttributeError, TypeError, ValueError, UserWarning):
+        return None
+
+
 class LossSum:
-    """The sum and count of the per-sample losses of many batches, added up on MXNet's engine.
+    """The sum and count of the loss values of many batches; NDArrays added up on MXNet's engine.
 
     A batch's loss arrays are kept (detached from autograd: a view, no operation) until
     :data:`CHUNK` have come; then those of each shape and device are added by one ``add_n``
     and summed, and the sums added to the running total: a few MXNet operations per chunk
     instead of two per batch (each costs the training thread tens of microseconds while the
-    engine is busy). Loss arrays are fresh outputs that nothing writes afterwards."""
+    engine is busy). Loss arrays are fresh outputs that nothing writes afterwards. Python numbers
+    and numpy arrays (already on the host) are added in Python."""
 
     CHUNK = 64
 
-    __slots__ = ("count", "_pending", "_total")
+    __slots__ = ("count", "_pending", "_total", "_host")
 
     def __init__(self) -> None:
         self.count = 0
         self._pending: List[Tuple[Any, Tuple[int, ...]]] = []
         self._total: Any = None
+        self._host = 0.0
 
-    def add(self, loss: Any, shape: Tuple[int, ...]) -> None:
-        """One loss array (an NDArray) and its shape."""
-        self._pending.append((loss.detach(), shape))
-        self.count += math.prod(shape)
-        if len(self._pending) >= self.CHUNK:
-            self._fold()
+    def add(self, loss: Any) -> None:
+        """One loss value of a kind :func:`loss_kind` accepts: every element counts once."""
+        kind = loss_kind(loss)
+        if kind == "number":
+            self._host += float(loss)
+            self.count += 1
+        elif kind == "numpy":
+            self._host += float(loss.sum(dtype=np.float64))
+            self.count += int(loss.size)
+        else:
+            shape = tuple(loss.shape)  # one call into MXNet
+            self._pending.append((loss.detach(), shape))
+            self.count += math.prod(shape)
+            if len(self._pending) >= self.CHUNK:
+                self._fold()
 
     def mean(self) -> Any:
-        """The mean of every value added so far: a 1-element NDArray (no host read)."""
+        """The mean of every value added so far: a float, or a 1-element NDArray (no host read)."""
         self._fold()
-        return self._total / float(self.count)
+        if self._total is None:
+            return self._host / self.count if self.count else float("nan")
+        return (self._total + self._host) / float(self.count)
 
     def _fold(self) -> None:
         groups: Dict[Tuple[Any, Tuple[int, ...]], List[Any]] = {}
         for arr, shape in self._pending:
+            if math.prod(shape) == 0:
+                continue
             groups.setdefault((arr.context, shape), []).append(arr)
         self._pending = []
         total = self._total

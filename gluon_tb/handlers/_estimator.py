@@ -11,12 +11,15 @@ rest. Fresh metric values exist only above -1000, the batch's own gradients only
 So the handler runs late (:attr:`TensorBoardHandler.priority` = 1000, after metrics,
 validation, checkpointing and early stopping, before MXNet's ``LoggingHandler``) and, at
 ``train_begin``, hooks the trainer instead of the handler list: ``trainer.step`` and
-``trainer.allreduce_grads`` are shadowed on that trainer *instance* by thin wrappers that
-first hand the gradients to the writer (when the histogram schedule is due), then call
-the original. That is the one moment at which the gradients are exactly what the batch
-produced, for any update handler or batch processor that uses the trainer, with any
-number of devices, and before a distributed kvstore overwrites the buffers with pulled
-weights. ``train_end`` removes the wrappers. The same way, ``batch_processor.evaluate_batch``
+``trainer.allreduce_grads``/``update`` are shadowed on that trainer *instance* by thin wrappers
+that first hand the gradients to the writer (when the histogram schedule is due), then call
+the original, and so is ``batch_processor.fit_batch``, whose wrapper hands them over when it
+returns. The first of these in a batch takes them: when ``fit_batch`` returns the gradients are
+what backward produced, before an update handler clips them (gluon-nlp's scripts call
+``clip_global_norm`` before ``trainer.step``), for any number of devices, and before a
+distributed kvstore overwrites the buffers with pulled weights; a batch processor that steps
+inside ``fit_batch`` is seen at its ``allreduce_grads`` or ``step`` (after a clip it made
+before a single-device ``step``). ``train_end`` removes the wrappers. The same way, ``batch_processor.evaluate_batch``
 is wrapped to count validation batches and sum their losses, so validation values (and
 ``validation/epoch_loss``, also without a loss metric) are logged exactly for the epochs in
 which the estimator validated.
@@ -40,6 +43,7 @@ from ..writer import SummaryWriter
 from ..writer._common.checks import check_bool, check_logdir
 from ._checks import (ParamFilter, check_choice, check_hparams, check_positive_int, check_positive_int_or_none,
                       check_positive_number, check_start, param_selector)
+from ._batch_metrics import BatchMetrics
 from ._dist import DISTRIBUTED, Worker
 from ._epoch_values import EpochValues
 from ._estimator_insight import EstimatorInsight
@@ -50,7 +54,6 @@ from ._projector import Embeddings
 from ._word_vectors import WordVectors
 from ._inputs import log_first_batch
 from ._listed_once import keep_first
-from ._metric_names import scores
 from ._resume import batches_before, continue_at, resume_point
 from ._keras_names import known_names
 from ._run_writers import ON_ERROR, TRAIN, RunWriters
@@ -69,12 +72,16 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
                 event_handlers=[TensorBoardHandler("logs/run1")])
         # then: tensorboard --logdir logs
 
-    Run ``<logdir>/train``: ``batch_loss`` (mean loss of the batch) and ``batch_<metric>``
-    (the estimator's running epoch value) every ``batch_period`` batches; ``epoch_loss`` (the
-    estimator's loss metric, or the mean of the epoch's batch losses when it has none),
-    ``epoch_<metric>``, ``epoch_learning_rate``, ``epoch_samples_per_second``; histograms
-    ``gradients/<param>`` (the batch's gradient, summed over devices, read before the
-    optimizer step) and ``weights/<param>`` (after that batch's update) on the
+    Run ``<logdir>/train``: ``batch_loss`` (the mean of the loss values the batch processor
+    returned for the batch) and ``batch_<metric>`` (the metric over the batches since the previous
+    point: with ``batch_period=1`` the batch alone) every ``batch_period`` batches; ``epoch_loss``
+    (the estimator's loss metric, or the mean of the epoch's returned loss values when it has
+    none), ``epoch_<metric>`` (the epoch-wide value, ``get_global()``), ``epoch_learning_rate``
+    (the rate the epoch's batches trained with), ``epoch_samples_per_second`` (samples counted
+    along ``fit(batch_axis=)`` of the data); histograms ``gradients/<param>`` (the batch's
+    gradient as backward produced it, summed over devices, taken when ``fit_batch`` returns:
+    before any handler clips or scales it and before the optimizer step) and
+    ``weights/<param>`` (after that batch's update) on the
     ``histogram_period`` schedule; the graph of a hybridized net once, after the first
     batch; ``first_batch``, the first inputs of every epoch as one image grid. Run
     ``<logdir>/validation``: ``epoch_loss`` and ``epoch_<metric>``, the estimator's own
@@ -173,6 +180,7 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
         self._graph_done = False
         self._in_epoch = 0
         self._taps: List[Wrap] = []
+        self._windows = BatchMetrics()  # (no "metric" in the name: MXNet checks such attributes)
         self._see = EstimatorInsight(self._out, self._hist, conv_filters=conv_filters, embeddings=embeddings,
                                      word_vectors=word_vectors, grad_health=grad_health,
                                      profile_batch=profile_batch)
@@ -208,15 +216,21 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
         self._in_epoch = 0
         self._hists.train_begin(estimator, self._step, batches_before(scope.fit_locals().get("train_data"), 1))
         self._taps.extend(self._epochs.train_begin(estimator, scope, self._abandon))
+        if self._every.every is not None:
+            self._taps.extend(self._windows.watch(estimator.train_metrics, scope, self._abandon))
+            self._say_unusable()
         if not self._hist.never and not self._out.muted:
-            tap = wrap(estimator.trainer, ("step", "allreduce_grads"),
-                       lambda: self._hists.before_update(self._step, self._in_epoch),
+            # gradients as backward left them: when fit_batch returns (before any update handler
+            # clips or scales them), or at the trainer's first call inside fit_batch
+            grads = lambda *_: self._hists.before_update(self._step, self._in_epoch)  # noqa: E731
+            tap = wrap(estimator.trainer, ("step", "allreduce_grads", "update"), grads,
                        scope=scope, on_dead=self._abandon)
-            if tap is None:
+            fit = wrap(estimator.batch_processor, ("fit_batch",), None, scope=scope, after=grads,
+                       on_dead=self._abandon)
+            if tap is None and fit is None:
                 self._out.say_once("tap", "gluon_tb: cannot hook the trainer; gradients are not logged",
                                    logging.WARNING)
-            else:
-                self._taps.append(tap)
+            self._taps.extend(t for t in (tap, fit) if t is not None)
         hook = self._see.train_begin(estimator, scope, self._abandon)
         if hook is not None:
             self._taps.append(hook)
@@ -233,12 +247,12 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
         k = self._step
         loss, batch = kwargs.get("loss"), kwargs.get("batch")
         losses = loss if isinstance(loss, (list, tuple)) else ([] if loss is None else [loss])
-        self._epochs.see_batch(losses, batch)
+        usable = self._epochs.see_batch(estimator, losses, batch)
         if self._every.due(k):
-            if losses:
+            if losses and usable:
                 # copy=False: the loss arrays are fresh outputs
                 self._out.call(TRAIN, SummaryWriter.add_mean, "batch_loss", losses, k, copy=False)
-            for tag, v in scores(estimator.train_metrics, skip_loss=bool(losses)):
+            for tag, v in self._windows.take(estimator.train_metrics, skip_loss=bool(losses) and usable):
                 self._out.call(TRAIN, SummaryWriter.add_scalar, f"batch_{tag}", v, k)
         if self._out.muted:  # a worker other than rank 0: only the epoch values are shared
             self._step += 1
@@ -270,6 +284,12 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
             self._out.call(TRAIN, SummaryWriter.add_hparams, self._hparams, final,
                            max(self._epoch - 1, 0))
         self._out.close()
+
+    def _say_unusable(self) -> None:
+        if self._windows.unusable:
+            self._out.say_once("batch-metric", "gluon_tb: batch_<metric> is not logged for "
+                               f"{', '.join(self._windows.unusable)}: the metric keeps no numeric "
+                               "sum_metric/num_inst", logging.WARNING)
 
     def _remove_taps(self) -> None:
         for tap in reversed(self._taps):  # the last made is on top

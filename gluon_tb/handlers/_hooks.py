@@ -1,7 +1,8 @@
 """Hooks on the trainer and batch processor, bound to the ``fit`` call that made them.
 
-The Estimator handler shadows ``trainer.step``/``allreduce_grads`` and
-``batch_processor.evaluate_batch`` on those *instances* (see ``_estimator.py`` for why).
+The Estimator handler shadows ``trainer.step``/``allreduce_grads``/``update``,
+``batch_processor.fit_batch``/``evaluate_batch`` and the training metrics' ``reset``/``reset_local``
+on those *instances* (see ``_estimator.py`` and ``_batch_metrics.py`` for why).
 MXNet 1.9.1 calls ``train_end`` only when ``fit`` returns normally: when anything inside
 ``fit`` raises, the hooks would stay, and run a dead handler's work on every later manual
 ``trainer.step``. So a hook belongs to one :class:`FitScope`, the ``Estimator.fit`` call

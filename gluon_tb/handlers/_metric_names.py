@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Any, Iterable, List, Tuple
+from typing import Any, Callable, Iterable, List, Tuple
 
 _PREFIX = re.compile(r"^(training|validation)[\s_]+", re.IGNORECASE)
 
@@ -35,16 +35,27 @@ def scores(ms: Iterable[Any], use_global: bool = False, *,
     The first :class:`mxnet.metric.Loss` among them is named ``loss`` (the estimator
     names it after the loss block, e.g. ``"training softmaxcrossentropyloss"``);
     ``skip_loss`` leaves it out. ``use_global`` reads the epoch-wide values that
-    ``reset_local()`` (``Speedometer(auto_reset=True)``) does not clear.
+    ``reset_local()`` (``Speedometer(auto_reset=True)``, gluon-nlp's ``MetricResetHandler``)
+    does not clear.
     """
-    out: List[Tuple[str, float]] = []
+    def pairs_of(m: Any) -> List[Tuple[Any, Any]]:
+        return m.get_global_name_value() if use_global else m.get_name_value()
+
+    return name_pairs(ms, pairs_of, skip_loss=skip_loss)
+
+
+def name_pairs(ms: Iterable[Any], pairs_of: Callable[[Any], List[Tuple[Any, Any]]], *,
+               skip_loss: bool = False) -> List[Tuple[str, Any]]:
+    """``[(tag suffix, value)]`` of ``pairs_of(m)`` (``(name, value)`` pairs) for each metric, named
+    as :func:`scores` says."""
+    out: List[Tuple[str, Any]] = []
     seen = set()
     loss_done = False
     for m in ms:
-        pairs = m.get_global_name_value() if use_global else m.get_name_value()
-        if not loss_done and is_loss(m) and len(pairs) == 1:
+        pairs = pairs_of(m)
+        if not loss_done and is_loss(m) and len(pairs) <= 1:
             loss_done = True
-            if not skip_loss:
+            if not skip_loss and pairs:
                 out.append(("loss", pairs[0][1]))
                 seen.add("loss")
             continue

@@ -7,6 +7,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 from ..writer import SummaryWriter
 from ..writer._common.checks import check_bool, check_logdir
+from ._batch_metrics import BatchMetrics
 from ._checks import (ParamFilter, check_choice, check_positive_int_or_none, check_positive_number, check_start,
                       param_selector)
 from ._histograms import SAMPLE, sampled
@@ -40,7 +41,9 @@ class TensorBoardCallback:
         cb.close()
 
     Writes ``batch_<metric>`` in ``train`` every ``batch_period`` batches at the global batch
-    index (from 0 across epochs); ``epoch_<metric>`` in ``train`` (from the epoch-wide
+    index (from 0 across epochs): the metric over the batches since the previous point (with
+    ``batch_period=1`` the batch alone), whatever ``reset_local()`` a ``Speedometer`` before or
+    after the callback makes (``_batch_metrics.py``); ``epoch_<metric>`` in ``train`` (from the epoch-wide
     values, which ``Speedometer(auto_reset=True)``'s ``reset_local()`` leaves intact) and in
     ``validation`` at the epoch index. A ``fit(begin_epoch=E)`` resumed in a new process
     continues both (batches at ``E`` times the batches per epoch), a second ``fit`` with the
@@ -145,6 +148,7 @@ class TensorBoardCallback:
         self._steps = ModuleSteps(check_start(initial_epoch, "initial_epoch"),
                                   check_start(initial_step, "initial_step"))
         self._train_src: Any = None  # the training EvalMetric seen in the last batch
+        self._windows = BatchMetrics()  # batch_<metric>: each metric since the previous point
         self._dist_mode = check_choice(distributed, "distributed", DISTRIBUTED)
         self._worker: Optional[Worker] = None
         self._mean = WorkerMean(Worker())
@@ -206,9 +210,16 @@ class TensorBoardCallback:
         k = self._steps.next_batch()
         if not self._graph_done:
             self._add_graph(getattr(module, "symbol", None))
-        if src is not None and self._every.due(k):
-            for tag, v in scores([src], use_global=True):
-                self._out.call(TRAIN, SummaryWriter.add_scalar, f"batch_{tag}", v, k)
+        if src is not None and self._every.every is not None:
+            if not self._windows.watching([src]):  # fit's metric was reset before its first batch
+                self._windows.watch([src], from_zero=param.nbatch == 0)
+                if self._windows.unusable:
+                    self._out.say_once("batch-metric", "gluon_tb: batch_<metric> is not logged for "
+                                       f"{', '.join(self._windows.unusable)}: the metric keeps no numeric "
+                                       "sum_metric/num_inst", logging.WARNING)
+            if self._every.due(k):
+                for tag, v in self._windows.take([src]):
+                    self._out.call(TRAIN, SummaryWriter.add_scalar, f"batch_{tag}", v, k)
         if module is None or self._out.muted:
             return
         if begins:
@@ -311,6 +322,7 @@ class TensorBoardCallback:
     def close(self) -> None:
         """Write everything and close the event files (logging again opens new ones)."""
         self._prof.finish(self._steps.step - 1)  # a range cut short by a fit that raised
+        self._windows.stop()
         if self._health:
             self._health.settle(wait=True)
         self._out.close()

@@ -13,7 +13,8 @@ global batch indices from where the checkpoint left off, each step once. In orde
 3. otherwise a trainer whose optimizer has already made updates (``trainer.load_states``
    by hand, or a second ``fit`` in the same process with a new handler): the next batch is
    ``optimizer.num_update`` (Keras's ``optimizer.iterations``), the epoch that count over the
-   training loader's length, when it has one.
+   training loader's length rounded up, when it has one (an epoch a handler cut short ended,
+   and was logged, in the earlier ``fit``).
 
 Points that an earlier process logged past the resume point (it crashed after saving the
 checkpoint) are hidden by TensorBoard's purge: the first event file of the resumed run
@@ -79,7 +80,8 @@ def _from_optimizer(estimator: Any, scope: FitScope) -> Optional[Start]:
     if done <= 0:
         return None
     per_epoch = batches_before(scope.fit_locals().get("train_data"), 1)
-    return Start(done // per_epoch if per_epoch else 0, done, f"the optimizer's update count ({done})")
+    # an epoch that was cut short (a handler stopped it) still ended and was logged: go past it
+    return Start(-(-done // per_epoch) if per_epoch else 0, done, f"the optimizer's update count ({done})")
 
 
 def continue_at(out: Any, epoch: int, step: int, source: str) -> None:

@@ -1,0 +1,157 @@
+"""``batch_<metric>``: each metric over the batches since the previous point, for both adapters.
+
+An MXNet metric holds running sums: ``sum_metric``/``num_inst`` since its last ``reset_local()``
+and, for metrics with global statistics (every built-in one), ``global_sum_metric``/
+``global_num_inst`` since its last ``reset()``. Its ``get()`` is the mean since a reset, not the
+batch's value (Keras's running-mean complaint: the curve saw-tooths at every epoch boundary).
+So a point is formed from the *differences* of the sums since the previous point: with
+``batch_period=1``, the batch alone; with ``batch_period=k``, the ``k`` batches since the last
+point. The value is the metric's own ``get()`` applied to those differences (so
+``Perplexity`` stays ``exp(mean)``), computed in Python from the numbers the metric already
+holds: no host read. Sums that are NDArrays give an NDArray the writer thread reads.
+
+Resets (``MetricHandler``'s ``reset()`` at each epoch, ``Speedometer``'s and gluon-nlp's
+``MetricResetHandler``'s ``reset_local()``) would lose the part since the previous point, so
+``reset``/``reset_local`` of each metric (the leaves of a ``CompositeEvalMetric``) are wrapped
+on the instance (``_hooks.py``): just before a reset the part not yet logged is carried over.
+
+Exact for metrics whose value comes from additive sums (accuracy, top-k, loss, MAE, MSE, RMSE,
+cross-entropy, NLL, perplexity, macro F1, custom metrics); for metrics that overwrite their sums
+with a running statistic (micro F1, MCC, Pearson) the difference of those sums is logged.
+"""
+from __future__ import annotations
+
+import copy
+import numbers
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+
+from ._hooks import FitScope, Wrap, wrap
+from ._metric_names import name_pairs
+
+Pairs = List[Tuple[str, Any]]
+
+
+def leaves(ms: Iterable[Any]) -> List[Any]:
+    """The metrics of ``ms`` with every ``CompositeEvalMetric`` replaced by its own metrics."""
+    out: List[Any] = []
+    for m in ms:
+        subs = getattr(m, "metrics", None)
+        if isinstance(subs, list) and hasattr(m, "get_metric"):
+            out.extend(leaves(subs))
+        else:
+            out.append(m)
+    return out
+
+
+def _sums(m: Any) -> Tuple[Any, Any]:
+    """The sums a metric's value comes from: the global ones when it keeps them."""
+    if getattr(m, "_has_global_stats", False):
+        return m.global_sum_metric, m.global_num_inst
+    return m.sum_metric, m.num_inst
+
+
+def _summable(m: Any) -> bool:
+    """Whether a metric keeps sums that differences can be taken of (numbers or NDArrays)."""
+    try:
+        s, n = _sums(m)
+    except AttributeError:
+        return False
+    return all(isinstance(v, numbers.Number) or hasattr(v, "context") for v in (s, n))
+
+
+class _Window:
+    """One metric's sums at the previous point, and what a reset carried over since."""
+
+    __slots__ = ("metric", "prev", "carry")
+
+    def __init__(self, metric: Any) -> None:
+        self.metric = metric
+        self.prev = _sums(metric)
+        self.carry: Tuple[Any, Any] = (0, 0)
+
+    def fold(self) -> None:
+        """Before a reset: keep the part since the previous point."""
+        s, n = _sums(self.metric)
+        self.carry = (self.carry[0] + (s - self.prev[0]), self.carry[1] + (n - self.prev[1]))
+        self.prev = (s, n)
+
+    def after_reset(self, _result: Any = None) -> None:
+        self.prev = _sums(self.metric)
+
+    def take(self) -> Tuple[Any, Any]:
+        """The sums since the previous point (and make this the previous point)."""
+        s, n = _sums(self.metric)
+        ds, dn = self.carry[0] + (s - self.prev[0]), self.carry[1] + (n - self.prev[1])
+        self.prev, self.carry = (s, n), (0, 0)
+        return ds, dn
+
+
+class BatchMetrics:
+    """Follows a set of metrics and gives ``(tag, value)`` pairs over the window since the last call."""
+
+    def __init__(self) -> None:
+        self._windows: Dict[int, _Window] = {}
+        self._seen: Tuple[int, ...] = ()
+        self._taps: List[Wrap] = []
+        self.unusable: List[str] = []  # names of metrics without sums to take differences of
+
+    def watch(self, ms: Iterable[Any], scope: Optional[FitScope] = None,
+              on_dead: Optional[Callable[[], None]] = None, from_zero: bool = False) -> List[Wrap]:
+        """Start windows at the metrics' present sums (``from_zero``: at no sums, for metrics reset
+        just before the batches they hold) and hook their resets; returns the hooks."""
+        self.stop()
+        ms = list(ms)
+        found = leaves(ms)
+        self._seen = tuple(id(m) for m in ms)
+        self._windows = {}
+        self.unusable = [str(getattr(m, "name", type(m).__name__)) for m in found if not _summable(m)]
+        for m in found:
+            if not _summable(m):  # no batch_ point rather than a running mean
+                continue
+            w = self._windows[id(m)] = _Window(m)
+            if from_zero:
+                w.prev = (0, 0)
+            tap = wrap(m, ("reset", "reset_local"), w.fold, scope=scope, after=w.after_reset, on_dead=on_dead)
+            if tap is not None:
+                self._taps.append(tap)
+        return list(self._taps)
+
+    def watching(self, ms: Iterable[Any]) -> bool:
+        return tuple(id(m) for m in ms) == self._seen and bool(self._seen)
+
+    def stop(self) -> None:
+        for tap in reversed(self._taps):
+            tap.remove()
+        self._taps = []
+
+    def take(self, ms: Iterable[Any], skip_loss: bool = False) -> Pairs:
+        """``[(tag suffix, value)]``: each metric over the batches since the last ``take``.
+
+        A metric that had no new instance gives no pair."""
+        def pairs_of(top: Any) -> List[Tuple[Any, Any]]:
+            out: List[Tuple[Any, Any]] = []
+            for m in leaves([top]):
+                w = self._windows.get(id(m))
+                if w is not None:
+                    out.extend(window_value(m, *w.take()))
+            return out
+
+        # named as scores() names them (a composite's metrics by their own names)
+        return [(t, v) for t, v in name_pairs(ms, pairs_of, skip_loss=skip_loss) if v is not None]
+
+
+def window_value(m: Any, ds: Any, dn: Any) -> List[Tuple[Any, Any]]:
+    """``m``'s own ``get()`` of the sums ``ds``/``dn``, as ``(name, value)`` pairs; value ``None``
+    where no instance was added (no point rather than NaN)."""
+    if isinstance(dn, numbers.Number) and dn == 0:
+        return [(n, None) for n, _ in m.get_name_value()]
+    if isinstance(ds, numbers.Number) and isinstance(dn, numbers.Number):
+        shadow = copy.copy(m)  # the metric's formula, on the window's sums
+        shadow.sum_metric, shadow.num_inst = ds, dn
+        shadow.global_sum_metric, shadow.global_num_inst = ds, dn
+        name, value = shadow.get()
+    else:  # NDArray sums: a value the writer thread reads
+        name, value = m.name, ds / dn
+    names = name if isinstance(name, list) else [name]
+    values = value if isinstance(value, list) else [value]
+    return list(zip(names, values))

@@ -1,0 +1,111 @@
+"""``batch_<metric>`` under ``Module.fit``: the metric over the batches since the previous point,
+beside MXNet's ``Speedometer`` (issue 27, section 2), read back through TensorBoard's loader."""
+import logging
+import re
+
+import mxnet as mx
+import numpy as np
+import pytest
+
+import readback
+from gluon_tb.handlers import TensorBoardCallback
+
+N, BATCH, CLASSES = 64, 8, 3  # 8 batches per epoch
+EPOCHS = 2
+
+
+class PlainAccuracy(mx.metric.EvalMetric):
+    """A user-written metric without global statistics (MXNet's example/nce-loss/toy_nce.py style)."""
+
+    def __init__(self):
+        super().__init__("plainacc")
+
+    def update(self, labels, preds):
+        for label, pred in zip(labels, preds):
+            self.sum_metric += float((pred.argmax(axis=1) == label).sum().asscalar())
+            self.num_inst += label.shape[0]
+
+
+class BatchOracle:
+    """Each batch's own correct count and size, from the module's outputs (test oracle)."""
+
+    def __init__(self):
+        self.correct, self.size = [], []
+
+    def __call__(self, param):
+        mod, batch = param.locals["self"], param.locals["data_batch"]
+        pred, label = mod.get_outputs()[0].asnumpy(), batch.label[0].asnumpy()
+        self.correct.append(float((pred.argmax(axis=1) == label).sum()))
+        self.size.append(label.shape[0])
+
+    def over(self, first, last):
+        return sum(self.correct[first:last + 1]) / sum(self.size[first:last + 1])
+
+
+class Printed(logging.Handler):
+    """What Speedometer prints: ``(epoch, count, value)``."""
+
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.lines = []
+
+    def emit(self, record):
+        m = re.match(r"Epoch\[(\d+)\] Batch \[\d+-(\d+)\]\tSpeed: \S+ samples/sec\t\S+=([0-9.]+)",
+                     record.getMessage())
+        if m:
+            self.lines.append((int(m.group(1)), int(m.group(2)), float(m.group(3))))
+
+
+def fit(logdir, metric, frequent, ours_first):
+    rs = np.random.RandomState(0)
+    x, y = rs.rand(N, 6).astype("float32"), rs.randint(0, CLASSES, N).astype("float32")
+    train = mx.io.NDArrayIter(x, y, BATCH, label_name="softmax_label")
+    data = mx.sym.var("data")
+    out = mx.sym.FullyConnected(mx.sym.Activation(mx.sym.FullyConnected(data, num_hidden=8), act_type="relu"),
+                                num_hidden=CLASSES)
+    mod = mx.mod.Module(mx.sym.SoftmaxOutput(out, name="softmax"), context=mx.cpu())
+    cb = TensorBoardCallback(logdir, batch_period=frequent, weights=False, graph=False)
+    speed = mx.callback.Speedometer(BATCH, frequent, auto_reset=True)
+    oracle, printed = BatchOracle(), Printed()
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.INFO)
+    root.addHandler(printed)
+    try:
+        mod.fit(train, eval_metric=metric, num_epoch=EPOCHS, optimizer="sgd",
+                optimizer_params={"learning_rate": 0.5}, initializer=mx.init.Xavier(),
+                batch_end_callback=[oracle] + ([cb, speed] if ours_first else [speed, cb]),
+                epoch_end_callback=cb.epoch_end)
+    finally:
+        root.removeHandler(printed)
+        root.setLevel(level)
+    cb.close()
+    return oracle, printed.lines
+
+
+@pytest.mark.parametrize("frequent", [1, 2])
+@pytest.mark.parametrize("ours_first", [True, False])
+@pytest.mark.parametrize("metric,tag", [("acc", "batch_accuracy"), (PlainAccuracy, "batch_plainacc")])
+def test_batch_metric_matches_speedometer(tmp_path, frequent, ours_first, metric, tag):
+    oracle, printed = fit(str(tmp_path), metric() if callable(metric) else metric, frequent, ours_first)
+    per_epoch = N // BATCH
+    steps = list(range(0, EPOCHS * per_epoch, frequent))
+    got = readback.scalars(str(tmp_path), "train", tag)
+    assert [s for s, _ in got] == steps
+    # each point: the batches since the previous point
+    want = [oracle.over(prev + 1, k) for prev, k in zip([-1] + steps, steps)]
+    assert [v for _, v in got] == pytest.approx(want, abs=1e-6)
+    assert len(set(want)) > 2
+    # Speedometer prints at in-epoch batches frequent, 2*frequent, ... the batches since its last
+    # print; its first print of an epoch also holds the epoch's batch 0 (Module.fit resets the
+    # metric before it, and Speedometer prints nothing at batch 0), which our point at batch 0 took
+    assert len(printed) == EPOCHS * ((per_epoch - 1) // frequent)
+    ours = dict(got)
+    for epoch, count, value in printed:
+        first, k = epoch * per_epoch, epoch * per_epoch + count
+        since = first if count == frequent else k - frequent + 1
+        assert value == pytest.approx(oracle.over(since, k), abs=1e-6)  # Speedometer's %f
+        if count > frequent:
+            assert ours[k] == pytest.approx(value, abs=1e-6), (epoch, count)
+        else:
+            assert ours[k] == pytest.approx(oracle.over(first + 1, k), abs=1e-6)
