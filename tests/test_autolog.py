@@ -55,7 +55,9 @@ def test_a_script_that_only_calls_autolog_logs_both_apis(tmp_path):
     assert re.fullmatch(r"\d{8}-\d{6}-fit1", est) and re.fullmatch(r"\d{8}-\d{6}-fit2", mod)
     assert readback.tags(logdir) == {
         (f"{est}/train", t) for t in ["__run_graph__", "batch_accuracy", "batch_loss", "epoch_accuracy",
-                                      "epoch_learning_rate", "epoch_loss", "epoch_samples_per_second"]} | {
+                                      "epoch_learning_rate", "epoch_loss", "epoch_samples_per_second",
+                                      "epoch_input_wait_seconds", "epoch_batch_seconds",
+                                      "epoch_input_wait_fraction"]} | {
         (f"{mod}/train", "__run_graph__"), (f"{mod}/train", "batch_accuracy"), (f"{mod}/train", "epoch_accuracy"),
         (f"{mod}/validation", "epoch_accuracy")}
     # the options reached both: batch_period=2, histogram_period=None (no weights/), images=False

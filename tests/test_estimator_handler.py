@@ -16,6 +16,7 @@ from gluon_tb.handlers import TensorBoardCallback, TensorBoardHandler
 from gluon_tb.writer import SummaryWriter
 
 N, BATCH, CLASSES = 64, 16, 4  # 4 batches per epoch
+WAIT_TAGS = ("epoch_input_wait_seconds", "epoch_batch_seconds", "epoch_input_wait_fraction")  # every epoch
 
 warnings.filterwarnings("ignore", message="No trainer specified")
 
@@ -91,7 +92,7 @@ def param_names(net, skip=()):
 
 def expected_tags(net, images=True, validation=True, skip=(), graph=True):
     train = {"batch_loss", "batch_accuracy", "epoch_loss", "epoch_accuracy", "epoch_learning_rate",
-             "epoch_samples_per_second"}
+             "epoch_samples_per_second", *WAIT_TAGS}
     if graph:
         train.add("__run_graph__")
     train |= {f"{k}/{n}" for n in param_names(net, skip) for k in ("gradients", "weights")}

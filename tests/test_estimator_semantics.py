@@ -258,7 +258,8 @@ def test_a_loss_that_cannot_be_averaged_warns_once(tmp_path, caplog):
     said = [r.getMessage() for r in caplog.records if "loss is a dict" in r.getMessage()]
     assert len(said) == 1
     tags = {t for r, t in readback.tags(str(tmp_path)) if r == "train"}
-    assert tags == {"batch_accuracy", "epoch_accuracy", "epoch_learning_rate", "epoch_samples_per_second"}
+    assert tags == {"batch_accuracy", "epoch_accuracy", "epoch_learning_rate", "epoch_samples_per_second",
+                    "epoch_input_wait_seconds", "epoch_batch_seconds", "epoch_input_wait_fraction"}
 
 
 # ---------------------------------------------------------------- gradients before clipping

@@ -86,7 +86,8 @@ def test_typical_setup_has_both_loss_curves(tmp_path):
                                                           graph=False)])
     assert readback.tags(d) == {
         ("train", t) for t in ("batch_loss", "batch_accuracy", "epoch_loss", "epoch_accuracy",
-                               "epoch_learning_rate", "epoch_samples_per_second")
+                               "epoch_learning_rate", "epoch_samples_per_second", "epoch_input_wait_seconds",
+                               "epoch_batch_seconds", "epoch_input_wait_fraction")
     } | {("validation", "epoch_loss"), ("validation", "epoch_accuracy")}
     got = readback.scalars(d, "validation", "epoch_loss")
     assert [s for s, _ in got] == [0, 1, 2]

@@ -52,6 +52,7 @@ from ._histograms import SAMPLE, ParamHistograms
 from ._hooks import FitScope, Wrap, wrap
 from ._projector import Embeddings
 from ._word_vectors import WordVectors
+from ._input_wait import InputWait
 from ._inputs import log_first_batch
 from ._listed_once import keep_first
 from ._resume import batches_before, continue_at, resume_point
@@ -181,6 +182,7 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
         self._in_epoch = 0
         self._taps: List[Wrap] = []
         self._windows = BatchMetrics()  # (no "metric" in the name: MXNet checks such attributes)
+        self._waits = InputWait(self._out)
         self._see = EstimatorInsight(self._out, self._hist, conv_filters=conv_filters, embeddings=embeddings,
                                      word_vectors=word_vectors, grad_health=grad_health,
                                      profile_batch=profile_batch)
@@ -239,8 +241,10 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
         self._in_epoch = 0
         self._hists.epoch_begin()
         self._epochs.epoch_begin(estimator)
+        self._waits.epoch_begin()
 
     def batch_begin(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
+        self._waits.batch_begin()
         self._see.batch_begin(self._step)
 
     def batch_end(self, estimator: Any, *args: Any, **kwargs: Any) -> bool:
@@ -257,6 +261,7 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
         if self._out.muted:  # a worker other than rank 0: only the epoch values are shared
             self._step += 1
             self._in_epoch += 1
+            self._waits.batch_end()
             return False
         if self._in_epoch == 0 and self._images:
             log_first_batch(self._out, batch, self._max_images, self._epoch)
@@ -266,11 +271,14 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
         self._see.batch_end(k, batch, self._in_epoch == 0)
         self._step += 1
         self._in_epoch += 1
-        return self._see.finish_batch(estimator.trainer, losses, self._epochs.worker.size)
+        stop = self._see.finish_batch(estimator.trainer, losses, self._epochs.worker.size)
+        self._waits.batch_end()  # from here to the next batch_begin: waiting for the next batch
+        return stop
 
     def epoch_end(self, estimator: Any, *args: Any, **kwargs: Any) -> bool:
         e, last = self._epoch, self._step - 1
         self._epochs.epoch_end(estimator, e)
+        self._waits.epoch_end(e)
         self._hists.epoch_end(last, self._in_epoch, self._step)
         self._see.epoch_end(e)
         self._epoch += 1
