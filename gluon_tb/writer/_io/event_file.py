@@ -73,7 +73,8 @@ class EventFile:
 
     # -- opening ---------------------------------------------------------------
     def _open(self) -> None:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
+        flags = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0)
+                 | getattr(os, "O_CLOEXEC", 0))  # never through an existing name or link
         try:
             os.makedirs(self.directory, exist_ok=True)
             while True:

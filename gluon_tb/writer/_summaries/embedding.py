@@ -148,14 +148,16 @@ def embedding_entry(tag: str, step: int, payload: EmbeddingPayload) -> Embedding
 
 def embedding_action(tag: str, step: int, payload: EmbeddingPayload,
                      entries: List[EmbeddingEntry]) -> Callable[[Any], None]:
-    """An ``action(sink)``: write the files into the log directory, record the embedding
-    in ``entries`` (the writer's list, touched only by the worker) and rewrite
-    ``projector_config.pbtxt``."""
+    """An ``action(sink)``: write the files into the log directory with the run's
+    rewritten ``projector_config.pbtxt``, all or none, and then record the embedding in
+    ``entries`` (the writer's list, touched only by the worker)."""
 
     def action(sink: Any) -> None:
-        for rel, data in embedding_files(tag, step, payload).items():
-            sink.write_file(rel, data)
-        add_entry(entries, embedding_entry(tag, step, payload))
-        sink.write_file(CONFIG_NAME, projector_config(entries).encode("ascii"))
+        files = embedding_files(tag, step, payload)
+        after = list(entries)
+        add_entry(after, embedding_entry(tag, step, payload))
+        files[CONFIG_NAME] = projector_config(after).encode("ascii")
+        sink.write_files(files)  # all of them or none (a full disk leaves no half step)
+        entries[:] = after
 
     return action
