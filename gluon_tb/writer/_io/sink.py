@@ -19,6 +19,7 @@ import secrets
 import threading
 from typing import Dict, List, Mapping, Optional, Tuple
 
+from .._common.checks import NAME_MAX
 from .remote import Store
 
 _os_write = os.write  # every byte of a whole file goes through here (tests inject faults)
@@ -51,11 +52,14 @@ def _makedirs(directory: str) -> List[str]:
 def write_new_file(path: str, data: bytes) -> str:
     """Write ``data`` to a new temporary file beside ``path`` and return its name.
 
-    Its name is ``<path>.tmp.<pid>.<thread id>`` (two writers, one log directory), or, if
-    that name exists (a leftover, or a planted symlink), the same with a random part added.
+    Its name is ``<path>.tmp.<pid>.<thread id>`` (two writers, one log directory), or
+    ``.tmp.<pid>.<thread id>`` beside it when that would not fit in a file name; if that name
+    exists (a leftover, or a planted symlink), the same with a random part added.
     On any error the temporary file is removed before the error is raised.
     """
     base = f"{path}.tmp.{os.getpid()}.{threading.get_ident()}"
+    if len(os.fsencode(os.path.basename(base))) > NAME_MAX - 17:  # no room for the random part
+        base = os.path.join(os.path.dirname(path), f".tmp.{os.getpid()}.{threading.get_ident()}")
     tmp = base
     for _ in range(100):
         try:
