@@ -239,17 +239,36 @@ class WriterBase:
                 raise WriterClosedError("SummaryWriter was closed while flush() waited")
             raise RuntimeError("gluon_tb writer thread is not running")
 
-    def close(self) -> None:
+    @property
+    def close_timeout(self) -> Optional[float]:
+        """The most seconds :meth:`close` waits: ``RemoteOptions.close_timeout`` (default 30)
+        for a URL log directory; None for a local one (it waits until all is written)."""
+        return self._p.close_timeout
+
+    def close(self, *, timeout: Optional[float] = None) -> None:
         """Write everything still queued and close the files. Idempotent; a second
-        ``close()`` on another thread returns once the first has finished."""
+        ``close()`` on another thread returns once the first has finished.
+
+        ``timeout``: the most seconds to wait (default :attr:`close_timeout`: 30 for a URL
+        log directory, unbounded for a local one). Past it ``close()`` returns, raising
+        :class:`RemoteWriteError` (``TimeoutError`` for a local directory) that names the
+        runs and the events not written, which are given up on.
+        """
         with self._close_lock:
             if self._closed:
                 return
             self._closed = True
             p = self._p
-            p.close()
+            if timeout is None:
+                timeout = p.close_timeout
+            done = p.close(timeout)
             self._pool.clear()
-        err = p.take_error()
+        if not done and timeout is not None and p.running and not p.on_worker():
+            err: Optional[BaseException] = p.give_up(timeout)
+            _log.warning("%s", err)
+            p.take_error()  # the store's own error is part of what give_up says
+        else:
+            err = p.take_error()
         if err is not None:
             raise err
 
@@ -266,8 +285,14 @@ class WriterBase:
         # pipeline's close() is safe twice (the second waits for the first)
         self._closed = True
         p = self._p
-        if not p.close(timeout=30.0) and not p.on_worker():  # on it, close() only queues the stop
-            _log.warning("gluon_tb: %s was not finished writing within 30 s at exit", self._logdir)
+        if p.abandoned:  # close() gave up on it already and said what was lost
+            return
+        wait = p.close_timeout or 30.0
+        if not p.close(timeout=wait) and not p.on_worker():  # on it, close() only queues the stop
+            if p.running:
+                _log.warning("%s", p.give_up(wait))
+                return
+            _log.warning("gluon_tb: %s was not finished writing within %g s at exit", self._logdir, wait)
         err = p.take_error()
         if err is not None:  # nobody is left to raise it to
             _log.warning("gluon_tb: could not write %s at exit: %s", self._logdir, err)
@@ -276,8 +301,8 @@ class WriterBase:
         # the main thread ended: upload what a remote log directory holds while Python's
         # thread pools still take work; atexit closes the writer later (_io/lifecycle.py)
         p = self._p
-        if p.is_remote and p.running:
-            p.flush(timeout=30.0)
+        if p.is_remote and p.running and not p.abandoned:
+            p.flush(timeout=p.close_timeout)
             if p.error is not None:
                 _log.warning("gluon_tb: could not write %s at exit: %s", p.logdir, p.error)
 

@@ -35,7 +35,7 @@ from .items import Action, ScalarItem, Summary, Sync
 from .._common.checks import is_remote
 from .._common.threads import BACKGROUND_NICE
 from .logdir import local_path
-from .remote import RemoteEventFile, Store
+from .remote import RemoteEventFile, RemoteWriteError, Store
 from .remote_options import RemoteOptions
 from .worker import Worker
 
@@ -124,6 +124,7 @@ class Pipeline(Worker):
         self.dropped = 0
         self._dropped_reported = 0
         self.closed = False
+        self.abandoned = False  # close() gave up waiting for a stuck worker (give_up)
         self._reset_runtime()
         # the worker starts now, not at the first call: starting a thread waits until it runs,
         # ~1-2 ms that would otherwise land on the training thread's first add_*
@@ -314,6 +315,29 @@ class Pipeline(Worker):
             self._finished.set()
             return True
         return self._sync(Sync(threading.Event(), stop=True), timeout)
+
+    @property
+    def close_timeout(self) -> Optional[float]:
+        """The most seconds ``close()`` waits by default: ``RemoteOptions.close_timeout`` for a
+        URL log directory; None (until everything is written) for a local one."""
+        return self._store.options.close_timeout if self._store is not None else None
+
+    def give_up(self, waited: float) -> OSError:
+        """``close()`` waited ``waited`` seconds and the worker is still busy (a store that does
+        not answer): stop the store's requests and return the error naming what is lost."""
+        lost = self.unwritten()
+        if self._store is not None:
+            self._store.abandon()
+        with self._lock:
+            self.abandoned = True
+            self.dropped += sum(lost.values())
+        what = ", ".join(f"{n} {'whole files or graphs' if k == 'files' else 'events of ' + k}"
+                         for k, n in sorted(lost.items())) or "what the writer thread was writing"
+        msg = (f"gluon_tb: the writer of {self._store.url if self._store is not None else self.logdir} "
+               f"was still writing {waited:g} s after close(): {what} not written and given up on")
+        if self._store is None:
+            return TimeoutError(msg)
+        return RemoteWriteError(msg, sum(lost.values()))
 
     def take_error(self) -> Optional[BaseException]:
         """The error the worker met (raised once: it is forgotten here), or None."""

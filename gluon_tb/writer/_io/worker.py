@@ -237,6 +237,36 @@ class Worker:
         for f in self._files.values():
             f.sync()
 
+    def unwritten(self) -> Dict[str, int]:
+        """What is not written yet, read from another thread while the worker is stuck (a
+        store that does not answer): ``{run URL or path: events}``, with the whole files
+        (projector, profile) and graphs queued under ``"files"``. Counts what is queued,
+        framed and, for a remote run, buffered for its next part."""
+        out: Dict[str, int] = {}
+
+        def where(run: Optional[str]) -> str:
+            base = self._store.url if self._store is not None else self.logdir
+            return base if run is None else f"{base.rstrip('/')}/{run}"
+
+        for item in list(self._q):
+            kind = type(item)
+            if kind is tuple:
+                key = where(item[0])
+            elif kind is Summary:
+                key = where(item.run)
+            elif kind is Action:
+                key = "files"
+            else:
+                continue
+            out[key] = out.get(key, 0) + 1
+        for run, records in list(self._pending.items()):
+            out[where(run)] = out.get(where(run), 0) + len(records)
+        for run, f in list(self._files.items()):
+            n = f.pending_records() if isinstance(f, RemoteEventFile) else 0
+            if n:
+                out[where(run)] = out.get(where(run), 0) + n
+        return out
+
     def _close_files(self) -> None:
         for f in self._files.values():
             try:
