@@ -58,7 +58,8 @@ class SummaryWriter(WriterBase):
             first write: no empty ones. A URL one is made by its file system.
         max_queue: pending events that wake the writer thread early.
         flush_secs: the most seconds an event waits in memory before it is
-            written to the OS (and so survives a crash of this process).
+            written to the OS (and so survives a crash of this process), plus the
+            time to write it, whatever the load of the machine (see ``worker_nice``).
         filename_suffix: appended to every event file's name.
         verbose: accepted for mxboard compatibility; nothing is printed (the
             ``gluon_tb`` logger reports what needs saying).
@@ -86,8 +87,11 @@ class SummaryWriter(WriterBase):
         worker_nice: the writer thread's nice value (Linux; default 19, the lowest
             priority: it uses the CPU the training leaves idle instead of competing
             with MXNet's operators for it); ``None`` or 0: normal priority. On a CPU
-            that other work keeps fully busy, a low-priority writer may take longer
-            than ``flush_secs`` to write; ``flush()`` still waits until it has.
+            that other work keeps fully busy, where a nice-19 thread gets about 1% of
+            a core, a second writer thread at normal priority writes in its place
+            whenever something logged has waited ``3/4 flush_secs``, so the bound of
+            ``flush_secs`` holds (a local log directory; a URL one uploads parts by
+            ``RemoteOptions.part_secs``).
     """
 
     # ------------------------------------------------------------ arrays

@@ -141,6 +141,12 @@ class Pipeline(Worker):
         self._big_bytes = 0
         self._check_at = 0  # queue length at which a scalar next takes the slow path (0: every one)
         self._thread: Optional[threading.Thread] = None
+        self._catcher: Optional[threading.Thread] = None  # the catch-up thread (worker.py)
+        self._drain_lock = threading.Lock()  # held by whichever of the two is writing
+        self._yield = False  # the catch-up thread asks the worker to step aside
+        self._in_flight = False  # a batch is taken from the queue and not yet written
+        self._written_upto = time.monotonic()  # everything accepted before this is written
+        self.caught_up = 0  # times the catch-up thread wrote in the worker's place
         self._start_lock = threading.RLock()  # re-entrant for the same reason
         self.error: Optional[BaseException] = None
 
@@ -254,8 +260,9 @@ class Pipeline(Worker):
         return t is not None and t.is_alive()
 
     def on_worker(self) -> bool:
-        """The calling thread is this pipeline's worker."""
-        return self._thread is not None and threading.current_thread() is self._thread
+        """The calling thread is this pipeline's worker (or its catch-up thread)."""
+        me = threading.current_thread()
+        return self._thread is not None and (me is self._thread or me is self._catcher)
 
     @property
     def is_remote(self) -> bool:
@@ -268,6 +275,9 @@ class Pipeline(Worker):
                 t = threading.Thread(target=self._run, name="gluon_tb-writer", daemon=True)
                 t.start()
                 self._thread = t
+                c = threading.Thread(target=self._catch_up, name="gluon_tb-writer-catch-up", daemon=True)
+                c.start()
+                self._catcher = c
 
     def flush(self, timeout: Optional[float] = None, fsync: bool = False) -> bool:
         """Wait until the worker has written everything queued before this call (and, with

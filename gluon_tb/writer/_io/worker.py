@@ -15,8 +15,19 @@ The worker runs at the lowest CPU priority (``nice`` 19, on Linux, where a nice 
 belongs to one thread), so it takes the CPU that training leaves idle rather than
 the cores of MXNet's OpenMP operators: in the MLP benchmark its histogram counting
 slowed the training loop several times less at nice 19 than at normal priority, and
-nice 10 helped nothing (figures in ``benchmarks/RESULTS-notes.md``). It still gets a
-share of a busy CPU, and whoever waits for it (``flush()``, a full queue) leaves it a core.
+nice 10 helped nothing (figures in ``benchmarks/RESULTS-notes.md``).
+
+But when other work keeps every core busy (DataLoader workers, a second training), a
+nice-19 thread gets about 1% of a core, and the writer fell a minute behind: a kill lost
+that minute. So a second thread at normal priority, the **catch-up** thread, keeps the
+promise that what was logged is on disk within ``flush_secs`` (plus the time to write
+it). It wakes every ``flush_secs / 8`` and does nothing while the worker keeps up; when
+something unwritten may have waited ``3/4 flush_secs`` (the worker itself writes every
+``flush_secs / 2``), it asks the worker to step aside (``_yield``: the worker puts back
+what it has not processed, at the front of the queue, at the next item) and drains the
+queue itself. One lock (``_drain_lock``) makes sure one thread at a time touches the
+files, ``_pending`` and the projector state, in queue order. The worker never gives up
+its nice value (raising a priority back needs privileges a user rarely has).
 """
 from __future__ import annotations
 
@@ -37,7 +48,7 @@ from .sink import Sink
 
 log = logging.getLogger("gluon_tb")
 
-_BATCH = 16384  # most items the worker takes per round
+_BATCH = 2048  # most items the worker takes per round (then it looks whether to step aside)
 DROPPED_TAG = "gluon_tb/dropped_events"
 _prefixes: Dict[str, bytes] = {}  # tag -> constant part of its scalar events
 
@@ -52,6 +63,11 @@ class Worker:
     _finished: threading.Event
     _check_at: int
     _first_check: int
+    _drain_lock: Any
+    _yield: bool
+    _in_flight: bool
+    _written_upto: float
+    caught_up: int
     _big_bytes: int
     _files: Dict[Optional[str], Any]
     _pending: Dict[Optional[str], List[bytes]]
@@ -70,32 +86,67 @@ class Worker:
             lower_thread_priority(self.nice)
         try:
             while True:
-                self._wake.wait(self.flush_secs)
+                self._wake.wait(self.flush_secs / 2)
                 self._wake.clear()
-                if self._drain():
-                    return
-                with self._lock:
-                    if not self.closed:  # drained: look again once this many queue
-                        self._check_at = self._first_check
-                if self._store is not None:
-                    self._upload(force=False)
+                with self._drain_lock:
+                    if self._finished.is_set():  # the catch-up thread met the stop marker
+                        return
+                    if self._drain(yielding=True):
+                        return
+                    with self._lock:
+                        if not self.closed:  # drained: look again once this many queue
+                            self._check_at = self._first_check
+                    if self._store is not None:
+                        self._upload(force=False)
         except BaseException as e:  # pragma: no cover - a bug in the worker itself
             self._fail(e)
             log.exception("gluon_tb writer thread died")
         finally:
             self._finished.set()
 
-    def _drain(self) -> bool:
-        """Process everything queued; True when a stop marker was reached."""
+    def _catch_up(self) -> None:
+        """The catch-up thread (normal priority; see the module docstring)."""
+        period = self.flush_secs / 8
+        clear = time.monotonic()  # everything accepted before this is written
+        try:
+            while not self._finished.wait(period):
+                now = time.monotonic()
+                if not self._q and not self._in_flight:
+                    clear = now  # nothing unwritten (read in this order: see _drain)
+                    continue
+                clear = max(clear, self._written_upto)
+                if now - clear < 0.75 * self.flush_secs:
+                    continue
+                self._yield = True
+                with self._drain_lock:
+                    self._yield = False
+                    if self._finished.is_set():
+                        return
+                    self.caught_up += 1
+                    if self._drain(yielding=False):
+                        return
+        except BaseException as e:  # pragma: no cover - a bug in the writer itself
+            self._fail(e)
+            log.exception("gluon_tb writer catch-up thread died")
+
+    def _drain(self, yielding: bool = False) -> bool:
+        """Process everything queued; True when a stop marker was reached. Called with
+        ``_drain_lock`` held. ``yielding``: stop early, leaving the rest queued in order,
+        when the catch-up thread asks (``_yield``)."""
         q = self._q
         while q:
+            if yielding and self._yield:
+                return False
+            self._in_flight = True
             items = []
             pop = q.popleft
+            emptied = False
             try:
                 for _ in range(_BATCH):
                     items.append(pop())
             except IndexError:
-                pass
+                emptied = True
+            emptied_at = time.monotonic()
             freed = 0
             stop = None
             scalars: List[ScalarItem] = []
@@ -104,6 +155,13 @@ class Worker:
                 if kind is tuple:  # a scalar (see items.py)
                     scalars.append(item)
                     continue
+                if yielding and self._yield:  # step aside: the rest goes back, in order;
+                    q.extendleft(reversed(scalars + items[i:]))  # the catch-up thread writes
+                    with self._space:  # what was built (_pending) with what follows
+                        self._big_bytes -= freed
+                        self._space.notify_all()
+                    self._in_flight = False
+                    return False
                 if scalars:
                     self._scalars(scalars)
                     scalars = []
@@ -128,6 +186,9 @@ class Worker:
             if scalars:
                 self._scalars(scalars)
             self._write_pending()
+            if emptied:  # everything accepted before the queue was seen empty is written
+                self._written_upto = emptied_at
+            self._in_flight = False
             if stop is not None:
                 self._close_files()
                 self._finished.set()
