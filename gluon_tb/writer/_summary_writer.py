@@ -78,7 +78,10 @@ class SummaryWriter(WriterBase):
             ``"drop"``: it returns at once and the event is counted in
             ``gluon_tb/dropped_events`` instead (for a loop that must never wait).
         purge_step: when resuming from a checkpoint taken at this step,
-            TensorBoard hides the events of earlier runs at or after it.
+            TensorBoard hides the events of earlier runs at or after it. Without it,
+            a ``RuntimeWarning`` (once per run directory) says when another writer is
+            appending to the same run directory: one of this process, or a live process
+            of this host whose event file was written in the last 5 minutes.
         storage_options: for a URL ``logdir`` (``s3://...``), keyword arguments of
             its fsspec file system, e.g. ``{"endpoint_url": ..., "key": ..., "secret": ...}``
             for s3fs (default: fsspec's configuration and the environment).

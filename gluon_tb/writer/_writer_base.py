@@ -51,7 +51,7 @@ class WriterBase:
         self._logdir = logdir
         self._p = Pipeline(logdir, flush_secs=float(flush_secs), filename_suffix=filename_suffix or "",
                            max_queue_bytes=max_queue_bytes, wake_items=max_queue, on_full=on_full,
-                           remote=remote, nice=worker_nice)
+                           remote=remote, nice=worker_nice, look_for_others=purge_step is None)
         # histogram and image copies, reused once written: the bound of the idle ones
         self._pool = BufferPool(min(max_queue_bytes, POOL_BYTES))
         self._closed = False

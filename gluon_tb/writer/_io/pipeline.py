@@ -89,7 +89,8 @@ class Pipeline(Worker):
     """Queue + worker + one :class:`~.event_file.EventFile` per run directory.
 
     ``remote`` (a :class:`~.remote_options.RemoteOptions`) tunes how a URL ``logdir`` is
-    written; it is ignored for a local one.
+    written; it is ignored for a local one. ``look_for_others``: warn when another writer
+    appends to one of its run directories (``neighbours.py``); False for a resumed run.
     """
 
     def __new__(cls, *args: Any, on_full: str = "block", **kwargs: Any) -> "Pipeline":
@@ -100,7 +101,7 @@ class Pipeline(Worker):
     def __init__(self, logdir: str, *, flush_secs: float = 2.0, filename_suffix: str = "",
                  max_queue_bytes: int = DEFAULT_MAX_QUEUE_BYTES, wake_items: int = 4096,
                  on_full: str = "block", remote: Optional[RemoteOptions] = None,
-                 nice: Optional[int] = DEFAULT_WORKER_NICE) -> None:
+                 nice: Optional[int] = DEFAULT_WORKER_NICE, look_for_others: bool = True) -> None:
         self._store: Optional[Store] = None
         if is_remote(logdir):
             self._store = Store(logdir, remote)
@@ -119,6 +120,7 @@ class Pipeline(Worker):
         # the first look: wake_items queued, or as many scalars as the bound holds if fewer
         self._first_check = min(wake_items, max(1, bound // SCALAR_COST))
         self.nice = nice
+        self.look_for_others = look_for_others  # warn when another writer appends to a run (neighbours.py)
         self._files: Dict[Optional[str], Any] = {}  # EventFile or RemoteEventFile by run
         self._pending: Dict[Optional[str], List[bytes]] = {}
         self.dropped = 0
@@ -362,7 +364,7 @@ class Pipeline(Worker):
         new event files and a new worker; ``dropped_events`` counts on from this one's."""
         new = Pipeline(self.logdir, flush_secs=self.flush_secs, filename_suffix=self.suffix,
                        max_queue_bytes=self.max_queue_bytes, wake_items=self._wake_items,
-                       on_full=self.on_full, nice=self.nice,
+                       on_full=self.on_full, nice=self.nice, look_for_others=self.look_for_others,
                        remote=self._store.options if self._store is not None else None)
         new.dropped = new._dropped_reported = self.dropped
         return new

@@ -76,6 +76,7 @@ class Worker:
     suffix: str
     flush_secs: float
     nice: Optional[int]
+    look_for_others: bool
     closed: bool
     dropped: int
     _dropped_reported: int
@@ -282,7 +283,8 @@ class Worker:
     def _new_file(self, run: Optional[str]) -> Any:
         if self._store is not None:
             return RemoteEventFile(self._store, run, self.suffix)
-        return EventFile(self.logdir if run is None else os.path.join(self.logdir, run), self.suffix)
+        return EventFile(self.logdir if run is None else os.path.join(self.logdir, run), self.suffix,
+                         look_for_others=self.look_for_others)
 
     def _upload(self, force: bool) -> None:
         """Remote runs: upload the parts that are due (all of them when ``force``)."""
