@@ -220,3 +220,15 @@ def test_a_run_directory_name_of_255_bytes_is_written(tmp_path):
     with SummaryWriter(d) as w:
         w.add_scalar("x", 1.0, 3)
     assert readback.scalars(d, ".", "x") == [(3, 1.0)]
+
+
+def test_add_scalars_with_one_bad_key_queues_none_of_them(tmp_path):
+    d = str(tmp_path)
+    w = SummaryWriter(d)
+    with pytest.raises(ValueError, match="tag_scalar_dict key must fit"):
+        w.add_scalars("m", {"a": 1.0, "k" * 300: 2.0}, 1)
+    with pytest.raises(ValueError, match="value name must fit"):
+        w.add_scalar("n", {"a": 1.0, "v" * 300: 2.0}, 1)
+    w.add_scalar("sentinel", 1.0, 0)
+    w.close()
+    assert readback.tags(d) == {(".", "sentinel")}  # no run m_a, no run n/a

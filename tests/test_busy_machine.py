@@ -46,6 +46,7 @@ def _spinners():
     return [subprocess.Popen([sys.executable, "-c", code]) for _ in range(os.cpu_count() or 1)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("run_secs", [8.0])
 def test_a_kill_on_a_busy_machine_loses_at_most_flush_secs(tmp_path, run_secs):
     spin = _spinners()
