@@ -229,6 +229,8 @@ def test_add_scalars_with_one_bad_key_queues_none_of_them(tmp_path):
         w.add_scalars("m", {"a": 1.0, "k" * 300: 2.0}, 1)
     with pytest.raises(ValueError, match="value name must fit"):
         w.add_scalar("n", {"a": 1.0, "v" * 300: 2.0}, 1)
+    with pytest.raises(TypeError, match="value"):
+        w.add_scalars("m", {"a": 1.0, "b": "two"}, 1)
     w.add_scalar("sentinel", 1.0, 0)
     w.close()
     assert readback.tags(d) == {(".", "sentinel")}  # no run m_a, no run n/a

@@ -149,10 +149,10 @@ class WriterBase:
                 raise ValueError("value must be a number, a (name, value) pair or a {name: value} "
                                  f"dict, got a {type(value).__name__} of {len(value)} elements")
             value = {value[0]: value[1]}
-        runs = [(check_run_name(tag, "tag") + "/" + check_run_name(name, "value name"), v)
-                for name, v in value.items()]  # every name checked before any is queued
+        runs = [(check_run_name(tag, "tag") + "/" + check_run_name(name, "value name"), self._number(v))
+                for name, v in value.items()]  # every name and value checked before any is queued
         for run, v in runs:
-            self._scalar_in_run(run, tag, v, global_step, walltime)
+            self._put_scalar(run, tag, v, global_step, walltime)
 
     def add_scalars(self, main_tag: str, tag_scalar_dict: Mapping[str, Any],
                     global_step: Optional[int] = None, walltime: Optional[float] = None) -> None:
@@ -165,14 +165,15 @@ class WriterBase:
                             f"got {describe(tag_scalar_dict)}")
         wall = _time() if walltime is None else check_walltime(walltime)
         base = main_tag.replace("/", "_")
-        runs = [(check_run_name(base + "_" + check_run_name(name, "tag_scalar_dict key"), "main_tag"), v)
-                for name, v in tag_scalar_dict.items()]  # every key checked before any is queued
+        runs = [(check_run_name(base + "_" + check_run_name(name, "tag_scalar_dict key"), "main_tag"),
+                 self._number(v)) for name, v in tag_scalar_dict.items()]  # all checked before any is queued
         for run, v in runs:
-            self._scalar_in_run(run, main_tag, v, global_step, wall)
+            self._put_scalar(run, main_tag, v, global_step, wall)
 
-    def _scalar_in_run(self, run: str, tag: str, value: Any, global_step: Any, walltime: Any) -> None:
-        value = as_float(value, "value") if type(value) in (int, float) else scalar_value(value)
-        self._put_scalar(run, tag, value, global_step, walltime)
+    @staticmethod
+    def _number(value: Any) -> Any:
+        """A scalar's value checked: a float, or what the worker turns into one (an NDArray)."""
+        return as_float(value, "value") if type(value) in (int, float) else scalar_value(value)
 
     def _put_scalar(self, run: Optional[str], tag: str, value: Any, global_step: Any, walltime: Any) -> None:
         """Queue a checked value (a float, or what the worker turns into one with ``float()``)."""
