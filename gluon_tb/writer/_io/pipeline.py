@@ -1,7 +1,7 @@
 """The background pipeline: a queue bounded in bytes, drained by one worker.
 
 The training thread only appends small tuples to a deque (no lock, no
-wake-up for scalars); the worker (``worker.py``) wakes every ``flush_secs`` or
+wake-up for scalars); the worker (``worker.py``) wakes every ``flush_secs / 2`` or
 when enough has queued, drains everything in one go, builds and frames the
 events and writes each run's records with one ``os.write``. ``flush()`` puts a
 marker in the queue and waits until the worker has written everything before it.

@@ -1,11 +1,12 @@
 """The worker side of the pipeline: drain the queue, build, frame and write.
 
-One thread (started by :class:`~.pipeline.Pipeline`) wakes every ``flush_secs``
+One thread (started by :class:`~.pipeline.Pipeline`) wakes every ``flush_secs / 2``
 or when enough has queued, takes everything queued in batches, turns scalars
 into event records in one flat loop, runs the builders and actions of other
 items (``items.py``), and writes each run's records with one ``os.write`` (or
-buffers them in a remote part). It is the only thread that touches the event
-files, ``_pending`` and the projector state. It meets a flush marker (a
+buffers them in a remote part). It and the catch-up thread (below), one at a time
+under ``_drain_lock``, are the only threads that touch the event files, ``_pending``
+and the projector state. It meets a flush marker (a
 :class:`~.items.Sync`) by writing what came before and setting the marker's
 event; a stop marker by writing what came before, closing the files and putting
 back, untouched, whatever was queued after it (those came after ``close()`` and
