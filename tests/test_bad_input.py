@@ -1,6 +1,7 @@
 """Bad input, row by row: accepted with a documented result, or rejected with an error that
 names the argument. After every row the writer still works and nothing logged is lost."""
 import math
+import os
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ from gluon_tb import SummaryWriter
 
 ACCEPT, REJECT = "accept", "reject"
 BIG = 10 * 1024 * 1024
+TRACE = {"traceEvents": [{"name": "op", "ph": "X", "ts": 0, "dur": 5, "pid": 0, "tid": 0}]}
 
 # (id, call, outcome, expectation): for REJECT, (exception type, word in the message);
 # for ACCEPT, a check(logdir) of what TensorBoard reads back (or None: only "no error").
@@ -113,6 +115,34 @@ ROWS = [
      (ValueError, "value name")),
     ("custom-scalars-surrogate", lambda w: w.add_custom_scalars({"c\udc80": {"x": ["Multiline", ["s"]]}}),
      REJECT, (ValueError, "layout category title")),
+    # names that become a file or directory name: refused at the call (NUL, lone surrogate, more
+    # than 255 bytes of UTF-8, os.pathconf's PC_NAME_MAX), not by the writer thread at its flush
+    ("profile-session-nul", lambda w: w.add_profile(TRACE, session="a\x00b"), REJECT, (ValueError, "session")),
+    ("profile-host-nul", lambda w: w.add_profile(TRACE, host="a\x00b"), REJECT, (ValueError, "host")),
+    ("profile-session-surrogate", lambda w: w.add_profile(TRACE, session="a\udc80"), REJECT,
+     (ValueError, "session must be encodable")),
+    ("profile-host-surrogate", lambda w: w.add_profile(TRACE, host="a\udc80"), REJECT,
+     (ValueError, "host must be encodable")),
+    ("profile-session-4000", lambda w: w.add_profile(TRACE, session="s" * 4000), REJECT,
+     (ValueError, "session must fit in one file or directory name of at most 255 bytes")),
+    ("profile-host-past-255-with-extension", lambda w: w.add_profile(TRACE, host="h" * 246), REJECT,
+     (ValueError, "host must fit .* 256 bytes")),
+    ("profile-session-255-bytes", lambda w: w.add_profile(TRACE, session="é" * 127 + "s", host="h" * 245),
+     ACCEPT, lambda d: os.path.isfile(os.path.join(d, "plugins", "profile", "é" * 127 + "s", "h" * 245 + ".xplane.pb"))),
+    ("named-scalar-value-name-4000", lambda w: w.add_scalar("m", {"v" * 4000: 1.0}, 1), REJECT,
+     (ValueError, "value name must fit")),
+    ("named-scalar-value-name-256-bytes", lambda w: w.add_scalar("m", {"é" * 128: 1.0}, 1), REJECT,
+     (ValueError, "value name must fit .* 256 bytes")),
+    ("named-scalar-tag-256", lambda w: w.add_scalar("t" * 256, {"a": 1.0}, 1), REJECT,
+     (ValueError, "tag must fit")),
+    ("named-scalar-value-name-255", lambda w: w.add_scalar("m", {"v" * 255: 1.0}, 1), ACCEPT,
+     lambda d: readback.scalars(d, "m/" + "v" * 255, "m") == [(1, 1.0)]),
+    ("scalars-key-4000", lambda w: w.add_scalars("m", {"k" * 4000: 1.0}, 1), REJECT,
+     (ValueError, "tag_scalar_dict key must fit")),
+    ("scalars-run-256", lambda w: w.add_scalars("m", {"k" * 254: 1.0}, 1), REJECT,
+     (ValueError, "main_tag must fit .* 256 bytes")),
+    ("scalars-run-255", lambda w: w.add_scalars("m", {"k" * 253: 1.0}, 1), ACCEPT,
+     lambda d: readback.scalars(d, "m_" + "k" * 253, "m") == [(1, 1.0)]),
     ("tag-unicode", lambda w: w.add_scalar("ü/日本", 1.0, 1), ACCEPT,
      lambda d: readback.scalars(d, ".", "ü/日本") == [(1, 1.0)]),
     ("walltime-nan", lambda w: w.add_scalar("x", 1.0, 1, walltime=float("nan")), REJECT, (ValueError, "walltime")),
@@ -162,3 +192,45 @@ def test_a_purge_step_past_int64_is_refused(tmp_path):
     with pytest.raises(ValueError, match="purge_step"):
         SummaryWriter(str(tmp_path), purge_step=2**63)
     assert readback.event_files(str(tmp_path)) == []
+
+
+def test_the_name_limit_is_the_file_systems():
+    from gluon_tb.writer._common.checks import NAME_MAX
+
+    assert NAME_MAX <= os.pathconf(os.path.dirname(os.path.abspath(__file__)), "PC_NAME_MAX")
+
+
+@pytest.mark.parametrize("kwargs,word", [
+    ({"logdir": "r" * 256}, "logdir must fit .* 256 bytes"),
+    ({"logdir": "a/" + "é" * 128 + "/b"}, "logdir must fit .* 256 bytes"),
+    ({"logdir": "a\x00b"}, "logdir must not contain a NUL"),
+    ({"filename_suffix": "x" * 250}, "filename_suffix must fit"),
+    ({"filename_suffix": "a\x00"}, "filename_suffix must not contain"),
+])
+def test_a_run_directory_or_file_name_that_cannot_be_made_is_refused_at_construction(tmp_path, kwargs, word):
+    kwargs = dict(kwargs)
+    kwargs["logdir"] = os.path.join(str(tmp_path), kwargs.get("logdir", "run"))
+    with pytest.raises(ValueError, match=word):
+        SummaryWriter(**kwargs)
+    assert os.listdir(str(tmp_path)) == []  # nothing made
+
+
+def test_a_run_directory_name_of_255_bytes_is_written(tmp_path):
+    d = os.path.join(str(tmp_path), "é" * 127 + "r")
+    with SummaryWriter(d) as w:
+        w.add_scalar("x", 1.0, 3)
+    assert readback.scalars(d, ".", "x") == [(3, 1.0)]
+
+
+def test_add_scalars_with_one_bad_key_queues_none_of_them(tmp_path):
+    d = str(tmp_path)
+    w = SummaryWriter(d)
+    with pytest.raises(ValueError, match="tag_scalar_dict key must fit"):
+        w.add_scalars("m", {"a": 1.0, "k" * 300: 2.0}, 1)
+    with pytest.raises(ValueError, match="value name must fit"):
+        w.add_scalar("n", {"a": 1.0, "v" * 300: 2.0}, 1)
+    with pytest.raises(TypeError, match="value"):
+        w.add_scalars("m", {"a": 1.0, "b": "two"}, 1)
+    w.add_scalar("sentinel", 1.0, 0)
+    w.close()
+    assert readback.tags(d) == {(".", "sentinel")}  # no run m_a, no run n/a

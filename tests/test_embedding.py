@@ -53,6 +53,10 @@ class FileSink:
             f.write(data)
         self.written.append(relpath)
 
+    def write_files(self, files):
+        for relpath, data in files.items():
+            self.write_file(relpath, data)
+
 
 def log_action(logdir, tag, step, *args, **kw):
     """What ``add_embedding`` queues, run here on a sink that refuses paths outside ``logdir``."""

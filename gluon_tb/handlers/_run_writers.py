@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 import warnings
 from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, TypeVar
 
@@ -115,11 +116,22 @@ class RunWriters:
                 self.failed(e)
 
     def close(self) -> None:
-        """Close every writer; the next write opens new event files."""
+        """Close every writer; the next write opens new event files.
+
+        Remote runs share one deadline, the writers' ``close_timeout``: their uploads run
+        at once on their own threads, so the end of a fit waits that long at most, however
+        many runs it wrote and whatever the store does."""
         writers, self._open = list(self._open.values()), {}
+        deadline: Optional[float] = None
         for w in writers:
             try:
-                w.close()
+                limit = getattr(w, "close_timeout", None)
+                if limit is None:
+                    w.close()
+                    continue
+                if deadline is None:
+                    deadline = time.monotonic() + limit
+                w.close(timeout=max(0.0, deadline - time.monotonic()))
             except Exception as e:  # noqa: BLE001
                 self.failed(e)
         if self.errors > 1 and self.on_error == "warn":

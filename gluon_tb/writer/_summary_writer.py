@@ -58,7 +58,8 @@ class SummaryWriter(WriterBase):
             first write: no empty ones. A URL one is made by its file system.
         max_queue: pending events that wake the writer thread early.
         flush_secs: the most seconds an event waits in memory before it is
-            written to the OS (and so survives a crash of this process).
+            written to the OS (and so survives a crash of this process), plus the
+            time to write it, whatever the load of the machine (see ``worker_nice``).
         filename_suffix: appended to every event file's name.
         verbose: accepted for mxboard compatibility; nothing is printed (the
             ``gluon_tb`` logger reports what needs saying).
@@ -77,7 +78,10 @@ class SummaryWriter(WriterBase):
             ``"drop"``: it returns at once and the event is counted in
             ``gluon_tb/dropped_events`` instead (for a loop that must never wait).
         purge_step: when resuming from a checkpoint taken at this step,
-            TensorBoard hides the events of earlier runs at or after it.
+            TensorBoard hides the events of earlier runs at or after it. Without it,
+            a ``RuntimeWarning`` (once per run directory) says when another writer is
+            appending to the same run directory: one of this process, or a live process
+            of this host whose event file was written in the last 5 minutes.
         storage_options: for a URL ``logdir`` (``s3://...``), keyword arguments of
             its fsspec file system, e.g. ``{"endpoint_url": ..., "key": ..., "secret": ...}``
             for s3fs (default: fsspec's configuration and the environment).
@@ -86,8 +90,11 @@ class SummaryWriter(WriterBase):
         worker_nice: the writer thread's nice value (Linux; default 19, the lowest
             priority: it uses the CPU the training leaves idle instead of competing
             with MXNet's operators for it); ``None`` or 0: normal priority. On a CPU
-            that other work keeps fully busy, a low-priority writer may take longer
-            than ``flush_secs`` to write; ``flush()`` still waits until it has.
+            that other work keeps fully busy, where a nice-19 thread gets about 1% of
+            a core, a second writer thread at normal priority writes in its place
+            whenever something logged has waited ``3/4 flush_secs``, so the bound of
+            ``flush_secs`` holds (a local log directory; a URL one uploads parts by
+            ``RemoteOptions.part_secs``).
     """
 
     # ------------------------------------------------------------ arrays

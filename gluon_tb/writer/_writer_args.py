@@ -8,7 +8,9 @@ from __future__ import annotations
 import os
 from typing import Any, Optional
 
-from ._common.checks import check_logdir, describe, is_python_int, is_python_number
+from ._common.checks import (check_logdir, check_name_length, check_utf8, describe, is_python_int,
+                             is_python_number, is_remote)
+from ._io.event_file import event_file_name
 
 
 def check_writer_args(logdir: Any, max_queue: Any, flush_secs: Any, filename_suffix: Any,
@@ -21,8 +23,16 @@ def check_writer_args(logdir: Any, max_queue: Any, flush_secs: Any, filename_suf
         raise ValueError(f"flush_secs must be a positive number, got {describe(flush_secs)}")
     if filename_suffix is not None and not isinstance(filename_suffix, str):
         raise TypeError(f"filename_suffix must be a str, got {describe(filename_suffix)}")
-    if filename_suffix and (os.sep in filename_suffix or "/" in filename_suffix):
-        raise ValueError(f"filename_suffix must not contain a path separator, got {filename_suffix!r}")
+    if filename_suffix and (os.sep in filename_suffix or "/" in filename_suffix or "\x00" in filename_suffix):
+        raise ValueError(f"filename_suffix must not contain a path separator or NUL, got {filename_suffix!r}")
+    if filename_suffix:  # the longest event file name: 10-digit time, a 7-digit counter
+        check_utf8(filename_suffix, "filename_suffix")
+        check_name_length(event_file_name(9999999999, 9999999, ""), "filename_suffix", filename_suffix)
+    if not is_remote(logdir):
+        if "\x00" in logdir:
+            raise ValueError(f"logdir must not contain a NUL character, got {logdir!r}")
+        for part in logdir.split(os.sep):
+            check_name_length(part, "logdir")  # each directory of it, made by the writer thread
     if max_queue_bytes is not None and (not is_python_int(max_queue_bytes) or max_queue_bytes < 1024):
         raise ValueError(f"max_queue_bytes must be None or an int >= 1024, got {describe(max_queue_bytes)}")
     if on_full not in ("block", "drop"):

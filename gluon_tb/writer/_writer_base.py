@@ -51,7 +51,7 @@ class WriterBase:
         self._logdir = logdir
         self._p = Pipeline(logdir, flush_secs=float(flush_secs), filename_suffix=filename_suffix or "",
                            max_queue_bytes=max_queue_bytes, wake_items=max_queue, on_full=on_full,
-                           remote=remote, nice=worker_nice)
+                           remote=remote, nice=worker_nice, look_for_others=purge_step is None)
         # histogram and image copies, reused once written: the bound of the idle ones
         self._pool = BufferPool(min(max_queue_bytes, POOL_BYTES))
         self._closed = False
@@ -149,9 +149,10 @@ class WriterBase:
                 raise ValueError("value must be a number, a (name, value) pair or a {name: value} "
                                  f"dict, got a {type(value).__name__} of {len(value)} elements")
             value = {value[0]: value[1]}
-        for name, v in value.items():
-            self._scalar_in_run(check_run_name(tag, "tag") + "/" + check_run_name(name, "value name"),
-                                tag, v, global_step, walltime)
+        runs = [(check_run_name(tag, "tag") + "/" + check_run_name(name, "value name"), self._number(v))
+                for name, v in value.items()]  # every name and value checked before any is queued
+        for run, v in runs:
+            self._put_scalar(run, tag, v, global_step, walltime)
 
     def add_scalars(self, main_tag: str, tag_scalar_dict: Mapping[str, Any],
                     global_step: Optional[int] = None, walltime: Optional[float] = None) -> None:
@@ -164,13 +165,15 @@ class WriterBase:
                             f"got {describe(tag_scalar_dict)}")
         wall = _time() if walltime is None else check_walltime(walltime)
         base = main_tag.replace("/", "_")
-        for name, v in tag_scalar_dict.items():
-            run = check_run_name(base + "_" + check_run_name(name, "tag_scalar_dict key"), "main_tag")
-            self._scalar_in_run(run, main_tag, v, global_step, wall)
+        runs = [(check_run_name(base + "_" + check_run_name(name, "tag_scalar_dict key"), "main_tag"),
+                 self._number(v)) for name, v in tag_scalar_dict.items()]  # all checked before any is queued
+        for run, v in runs:
+            self._put_scalar(run, main_tag, v, global_step, wall)
 
-    def _scalar_in_run(self, run: str, tag: str, value: Any, global_step: Any, walltime: Any) -> None:
-        value = as_float(value, "value") if type(value) in (int, float) else scalar_value(value)
-        self._put_scalar(run, tag, value, global_step, walltime)
+    @staticmethod
+    def _number(value: Any) -> Any:
+        """A scalar's value checked: a float, or what the worker turns into one (an NDArray)."""
+        return as_float(value, "value") if type(value) in (int, float) else scalar_value(value)
 
     def _put_scalar(self, run: Optional[str], tag: str, value: Any, global_step: Any, walltime: Any) -> None:
         """Queue a checked value (a float, or what the worker turns into one with ``float()``)."""
@@ -239,17 +242,36 @@ class WriterBase:
                 raise WriterClosedError("SummaryWriter was closed while flush() waited")
             raise RuntimeError("gluon_tb writer thread is not running")
 
-    def close(self) -> None:
+    @property
+    def close_timeout(self) -> Optional[float]:
+        """The most seconds :meth:`close` waits: ``RemoteOptions.close_timeout`` (default 30)
+        for a URL log directory; None for a local one (it waits until all is written)."""
+        return self._p.close_timeout
+
+    def close(self, *, timeout: Optional[float] = None) -> None:
         """Write everything still queued and close the files. Idempotent; a second
-        ``close()`` on another thread returns once the first has finished."""
+        ``close()`` on another thread returns once the first has finished.
+
+        ``timeout``: the most seconds to wait (default :attr:`close_timeout`: 30 for a URL
+        log directory, unbounded for a local one). Past it ``close()`` returns, raising
+        :class:`RemoteWriteError` (``TimeoutError`` for a local directory) that names the
+        runs and the events not written, which are given up on.
+        """
         with self._close_lock:
             if self._closed:
                 return
             self._closed = True
             p = self._p
-            p.close()
+            if timeout is None:
+                timeout = p.close_timeout
+            done = p.close(timeout)
             self._pool.clear()
-        err = p.take_error()
+        if not done and timeout is not None and p.running and not p.on_worker():
+            err: Optional[BaseException] = p.give_up(timeout)
+            _log.warning("%s", err)
+            p.take_error()  # the store's own error is part of what give_up says
+        else:
+            err = p.take_error()
         if err is not None:
             raise err
 
@@ -266,8 +288,14 @@ class WriterBase:
         # pipeline's close() is safe twice (the second waits for the first)
         self._closed = True
         p = self._p
-        if not p.close(timeout=30.0) and not p.on_worker():  # on it, close() only queues the stop
-            _log.warning("gluon_tb: %s was not finished writing within 30 s at exit", self._logdir)
+        if p.abandoned:  # close() gave up on it already and said what was lost
+            return
+        wait = p.close_timeout or 30.0
+        if not p.close(timeout=wait) and not p.on_worker():  # on it, close() only queues the stop
+            if p.running:
+                _log.warning("%s", p.give_up(wait))
+                return
+            _log.warning("gluon_tb: %s was not finished writing within %g s at exit", self._logdir, wait)
         err = p.take_error()
         if err is not None:  # nobody is left to raise it to
             _log.warning("gluon_tb: could not write %s at exit: %s", self._logdir, err)
@@ -276,8 +304,8 @@ class WriterBase:
         # the main thread ended: upload what a remote log directory holds while Python's
         # thread pools still take work; atexit closes the writer later (_io/lifecycle.py)
         p = self._p
-        if p.is_remote and p.running:
-            p.flush(timeout=30.0)
+        if p.is_remote and p.running and not p.abandoned:
+            p.flush(timeout=p.close_timeout)
             if p.error is not None:
                 _log.warning("gluon_tb: could not write %s at exit: %s", p.logdir, p.error)
 

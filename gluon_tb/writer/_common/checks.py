@@ -18,6 +18,10 @@ if TYPE_CHECKING:  # typing.TypeGuard is Python 3.10+; annotations here are neve
 
 MAX_TAG_LEN = 4096
 MAX_STEP = 2**63 - 1  # an Event's step is an int64: a larger one would not decode
+# bytes in one file or directory name: os.pathconf(d, "PC_NAME_MAX") is 255 on ext4, xfs, btrfs,
+# tmpfs, overlayfs and ZFS (Linux's NAME_MAX), and APFS and NTFS hold 255 characters; a longer
+# name fails with "File name too long" (ENAMETOOLONG) when the writer thread makes it
+NAME_MAX = 255
 
 
 def step_too_large(name: str, step: Any) -> ValueError:
@@ -87,6 +91,35 @@ def check_utf8(s: str, name: str) -> str:
             raise ValueError(f"{name} must be encodable as UTF-8, got {describe(s)} (a lone surrogate "
                              f"{s[e.start]!r} at position {e.start})") from None
     return s
+
+
+def check_name_length(component: str, name: str, extra: str = "") -> None:
+    """``component + extra`` fits in one file or directory name: at most :data:`NAME_MAX` bytes
+    as the file system stores it (UTF-8). ``extra``: what the writer adds to it (a file
+    extension). Raises ValueError naming ``name`` otherwise."""
+    whole = component + extra
+    try:
+        n = len(whole) if whole.isascii() else len(os.fsencode(whole))
+    except UnicodeEncodeError as e:  # a lone surrogate that no file name holds
+        raise ValueError(f"{name} must be encodable as a file name, got {describe(component)} "
+                         f"(a lone surrogate at position {e.start})") from None
+    if n > NAME_MAX:
+        raise ValueError(f"{name} must fit in one file or directory name of at most {NAME_MAX} "
+                         f"bytes in UTF-8, got a name of {n} bytes: {describe(whole)}")
+
+
+def check_file_name(value: Any, name: str, extra: str = "") -> str:
+    """A str that can be one file or directory name: no NUL, '/' or '\\', not '.' or '..',
+    encodable as UTF-8, and at most :data:`NAME_MAX` bytes with ``extra``. Raises a
+    TypeError/ValueError naming ``name``."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {describe(value)}")
+    if not value or "/" in value or "\\" in value or "\x00" in value or value in (".", ".."):
+        raise ValueError(f"{name} must be a plain file name (no '/', '\\' or NUL, not empty, "
+                         f"'.' or '..'), got {value!r}")
+    check_utf8(value, name)
+    check_name_length(value, name, extra)
+    return value
 
 
 def check_tag(tag: Any, name: str = "tag") -> str:

@@ -17,6 +17,7 @@ from typing import Optional
 
 from .._format import proto as _proto
 from .._format.record import frame
+from . import neighbours as _neighbours
 
 FILE_VERSION = "brain.Event:2"
 _os_write = os.write  # the one syscall every record goes through (tests inject faults here)
@@ -64,16 +65,19 @@ class EventFile:
         f.close()
     """
 
-    def __init__(self, directory: str, filename_suffix: str = "") -> None:
+    def __init__(self, directory: str, filename_suffix: str = "", look_for_others: bool = False) -> None:
         self.directory = directory
         self.suffix = filename_suffix
         self.path: Optional[str] = None
         self._fd: Optional[int] = None
         self._size = 0
+        self._look = look_for_others  # warn when another writer appends here (neighbours.py)
+        self._key: Optional[str] = None
 
     # -- opening ---------------------------------------------------------------
     def _open(self) -> None:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
+        flags = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0)
+                 | getattr(os, "O_CLOEXEC", 0))  # never through an existing name or link
         try:
             os.makedirs(self.directory, exist_ok=True)
             while True:
@@ -99,6 +103,10 @@ class EventFile:
             except OSError:
                 pass
             raise
+        if self._key is None:
+            self._key = _neighbours.opened(self.directory)
+        if self._look:
+            _neighbours.warn_if_shared(self.directory, self._key, _hostname())
 
     # -- writing ---------------------------------------------------------------
     def write(self, data: bytes) -> None:
@@ -153,5 +161,8 @@ class EventFile:
 
     def close(self) -> None:
         fd, self._fd = self._fd, None
+        key, self._key = self._key, None
+        if key is not None:
+            _neighbours.closed(key)
         if fd is not None:
             os.close(fd)

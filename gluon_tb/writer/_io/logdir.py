@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .._common.checks import check_utf8, describe
+from .._common.checks import check_name_length, check_utf8, describe
 
 
 def local_path(logdir: str) -> str:
@@ -28,7 +28,8 @@ def make_logdir(path: str) -> bool:
 
 def check_run_name(name: Any, arg: str) -> str:
     """A relative run path made of plain components: no '', '.', '..', no leading '/',
-    no backslash or NUL. Raises ValueError naming ``arg`` otherwise."""
+    no backslash or NUL, UTF-8, each component at most 255 bytes (``NAME_MAX``). Raises
+    ValueError naming ``arg`` otherwise."""
     if not isinstance(name, str):
         raise TypeError(f"{arg} must be a str, got {describe(name)}")
     parts = name.split("/")
@@ -36,4 +37,7 @@ def check_run_name(name: Any, arg: str) -> str:
             or any(p in ("", ".", "..") for p in parts)):
         raise ValueError(f"{arg} must be a relative name without '..', empty parts or a "
                          f"leading '/', got {name!r}")
-    return check_utf8(name, arg)
+    check_utf8(name, arg)
+    for part in parts:
+        check_name_length(part, arg)
+    return name

@@ -1,7 +1,7 @@
 """The background pipeline: a queue bounded in bytes, drained by one worker.
 
 The training thread only appends small tuples to a deque (no lock, no
-wake-up for scalars); the worker (``worker.py``) wakes every ``flush_secs`` or
+wake-up for scalars); the worker (``worker.py``) wakes every ``flush_secs / 2`` or
 when enough has queued, drains everything in one go, builds and frames the
 events and writes each run's records with one ``os.write``. ``flush()`` puts a
 marker in the queue and waits until the worker has written everything before it.
@@ -35,7 +35,7 @@ from .items import Action, ScalarItem, Summary, Sync
 from .._common.checks import is_remote
 from .._common.threads import BACKGROUND_NICE
 from .logdir import local_path
-from .remote import RemoteEventFile, Store
+from .remote import RemoteEventFile, RemoteWriteError, Store
 from .remote_options import RemoteOptions
 from .worker import Worker
 
@@ -89,7 +89,8 @@ class Pipeline(Worker):
     """Queue + worker + one :class:`~.event_file.EventFile` per run directory.
 
     ``remote`` (a :class:`~.remote_options.RemoteOptions`) tunes how a URL ``logdir`` is
-    written; it is ignored for a local one.
+    written; it is ignored for a local one. ``look_for_others``: warn when another writer
+    appends to one of its run directories (``neighbours.py``); False for a resumed run.
     """
 
     def __new__(cls, *args: Any, on_full: str = "block", **kwargs: Any) -> "Pipeline":
@@ -100,7 +101,7 @@ class Pipeline(Worker):
     def __init__(self, logdir: str, *, flush_secs: float = 2.0, filename_suffix: str = "",
                  max_queue_bytes: int = DEFAULT_MAX_QUEUE_BYTES, wake_items: int = 4096,
                  on_full: str = "block", remote: Optional[RemoteOptions] = None,
-                 nice: Optional[int] = DEFAULT_WORKER_NICE) -> None:
+                 nice: Optional[int] = DEFAULT_WORKER_NICE, look_for_others: bool = True) -> None:
         self._store: Optional[Store] = None
         if is_remote(logdir):
             self._store = Store(logdir, remote)
@@ -119,11 +120,13 @@ class Pipeline(Worker):
         # the first look: wake_items queued, or as many scalars as the bound holds if fewer
         self._first_check = min(wake_items, max(1, bound // SCALAR_COST))
         self.nice = nice
+        self.look_for_others = look_for_others  # warn when another writer appends to a run (neighbours.py)
         self._files: Dict[Optional[str], Any] = {}  # EventFile or RemoteEventFile by run
         self._pending: Dict[Optional[str], List[bytes]] = {}
         self.dropped = 0
         self._dropped_reported = 0
         self.closed = False
+        self.abandoned = False  # close() gave up waiting for a stuck worker (give_up)
         self._reset_runtime()
         # the worker starts now, not at the first call: starting a thread waits until it runs,
         # ~1-2 ms that would otherwise land on the training thread's first add_*
@@ -140,6 +143,12 @@ class Pipeline(Worker):
         self._big_bytes = 0
         self._check_at = 0  # queue length at which a scalar next takes the slow path (0: every one)
         self._thread: Optional[threading.Thread] = None
+        self._catcher: Optional[threading.Thread] = None  # the catch-up thread (worker.py)
+        self._drain_lock = threading.Lock()  # held by whichever of the two is writing
+        self._yield = False  # the catch-up thread asks the worker to step aside
+        self._in_flight = False  # a batch is taken from the queue and not yet written
+        self._written_upto = time.monotonic()  # everything accepted before this is written
+        self.caught_up = 0  # times the catch-up thread wrote in the worker's place
         self._start_lock = threading.RLock()  # re-entrant for the same reason
         self.error: Optional[BaseException] = None
 
@@ -253,8 +262,9 @@ class Pipeline(Worker):
         return t is not None and t.is_alive()
 
     def on_worker(self) -> bool:
-        """The calling thread is this pipeline's worker."""
-        return self._thread is not None and threading.current_thread() is self._thread
+        """The calling thread is this pipeline's worker (or its catch-up thread)."""
+        me = threading.current_thread()
+        return self._thread is not None and (me is self._thread or me is self._catcher)
 
     @property
     def is_remote(self) -> bool:
@@ -267,6 +277,9 @@ class Pipeline(Worker):
                 t = threading.Thread(target=self._run, name="gluon_tb-writer", daemon=True)
                 t.start()
                 self._thread = t
+                c = threading.Thread(target=self._catch_up, name="gluon_tb-writer-catch-up", daemon=True)
+                c.start()
+                self._catcher = c
 
     def flush(self, timeout: Optional[float] = None, fsync: bool = False) -> bool:
         """Wait until the worker has written everything queued before this call (and, with
@@ -315,6 +328,29 @@ class Pipeline(Worker):
             return True
         return self._sync(Sync(threading.Event(), stop=True), timeout)
 
+    @property
+    def close_timeout(self) -> Optional[float]:
+        """The most seconds ``close()`` waits by default: ``RemoteOptions.close_timeout`` for a
+        URL log directory; None (until everything is written) for a local one."""
+        return self._store.options.close_timeout if self._store is not None else None
+
+    def give_up(self, waited: float) -> OSError:
+        """``close()`` waited ``waited`` seconds and the worker is still busy (a store that does
+        not answer): stop the store's requests and return the error naming what is lost."""
+        lost = self.unwritten()
+        if self._store is not None:
+            self._store.abandon()
+        with self._lock:
+            self.abandoned = True
+            self.dropped += sum(lost.values())
+        what = ", ".join(f"{n} {'whole files or graphs' if k == 'files' else 'events of ' + k}"
+                         for k, n in sorted(lost.items())) or "what the writer thread was writing"
+        msg = (f"gluon_tb: the writer of {self._store.url if self._store is not None else self.logdir} "
+               f"was still writing {waited:g} s after close(): {what} not written and given up on")
+        if self._store is None:
+            return TimeoutError(msg)
+        return RemoteWriteError(msg, sum(lost.values()))
+
     def take_error(self) -> Optional[BaseException]:
         """The error the worker met (raised once: it is forgotten here), or None."""
         if self.error is None:  # the common case, without the lock (the worker may hold it)
@@ -328,7 +364,7 @@ class Pipeline(Worker):
         new event files and a new worker; ``dropped_events`` counts on from this one's."""
         new = Pipeline(self.logdir, flush_secs=self.flush_secs, filename_suffix=self.suffix,
                        max_queue_bytes=self.max_queue_bytes, wake_items=self._wake_items,
-                       on_full=self.on_full, nice=self.nice,
+                       on_full=self.on_full, nice=self.nice, look_for_others=self.look_for_others,
                        remote=self._store.options if self._store is not None else None)
         new.dropped = new._dropped_reported = self.dropped
         return new

@@ -18,6 +18,12 @@ Multipart uploads were not chosen: an S3 multipart object is invisible until
 completed and its parts must be >= 5 MiB, so TensorBoard would see nothing
 live.
 
+Every request carries a deadline (``RemoteOptions.timeout``, for fsspec's asynchronous
+file systems), and ``close()`` waits at most ``close_timeout`` for the uploads: a store
+that accepts connections and never answers holds neither the writer thread nor the
+caller longer than that. A store whose writer gave up (:meth:`Store.abandon`) fails
+every later request at once.
+
 A failed upload is retried a bounded number of times, then reported as
 :class:`RemoteWriteError` at the next call, ``flush()`` or ``close()``; the
 records stay in memory for a later attempt (every ``part_secs``) up to
@@ -93,6 +99,19 @@ class Store:
         self.root = root.rstrip("/")
         self.protocol = URL.match(url).group(1).lower()  # type: ignore[union-attr]
         self._dirs: set = set()
+        self.abandoned = False  # close() gave up waiting: fail every request from now on
+
+    def abandon(self) -> None:
+        """Give up on the store: every later request fails at once (the writer closed without it)."""
+        self.abandoned = True
+
+    def _call(self, method: str, path: str, *args: Any) -> Any:
+        """``fs.<method>(path, *args)`` with a deadline where fsspec takes one (async file systems)."""
+        fs = self.fs
+        fn = getattr(fs, method)
+        if getattr(fs, "async_impl", False):
+            return fn(path, *args, timeout=self.options.timeout)
+        return fn(path, *args)
 
     @property
     def fs(self) -> Any:
@@ -110,6 +129,9 @@ class Store:
     def _retrying(self, what: str, path: str, fn: Callable[..., Any], *args: Any) -> Any:
         o = self.options
         for attempt in range(o.retries):
+            if self.abandoned:
+                raise RemoteWriteError(f"could not {what} {self.url_of(path)}: the writer was closed "
+                                       f"after waiting {o.close_timeout:g} s for the store")
             try:
                 return fn(path, *args)
             except _PERMANENT as e:
@@ -119,20 +141,20 @@ class Store:
                 if attempt + 1 == o.retries:
                     raise RemoteWriteError(
                         f"could not {what} {self.url_of(path)} after {o.retries} attempts: "
-                        f"{type(e).__name__}: {e}") from e
+                        f"{type(e).__name__}: {e or f'no answer within timeout={o.timeout} s'}") from e
                 time.sleep(o.retry_wait * 2 ** attempt)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def exists(self, path: str) -> bool:
-        return bool(self._retrying("check", path, self.fs.exists))
+        return bool(self._retrying("check", path, lambda p: self._call("exists", p)))
 
     def put(self, path: str, data: bytes) -> None:
         """Write the whole object ``path`` (an object store replaces it atomically)."""
         parent = posixpath.dirname(path)
         if self.protocol not in _OBJECT_STORES and parent not in self._dirs:
-            self._retrying("create", parent, lambda p: self.fs.makedirs(p, exist_ok=True))
+            self._retrying("create", parent, lambda p: self.fs.makedirs(p, exist_ok=True))  # local-like
             self._dirs.add(parent)
-        self._retrying("write", path, self.fs.pipe_file, data)
+        self._retrying("write", path, lambda p: self._call("pipe_file", p, data))
 
     def put_file(self, relpath: str, data: bytes) -> None:
         """Write ``data`` to ``<logdir>/<relpath>``, refusing paths that leave the log directory."""
@@ -178,6 +200,10 @@ class RemoteEventFile:
     @property
     def pending_bytes(self) -> int:
         return self._nbytes
+
+    def pending_records(self) -> int:
+        """Records buffered and not yet uploaded (safe to call from another thread)."""
+        return _count_records(list(self._chunks))
 
     def write(self, data: bytes) -> None:
         """Buffer ``data`` (whole framed records); upload a part when ``part_bytes`` are buffered."""

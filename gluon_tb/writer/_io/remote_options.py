@@ -2,7 +2,8 @@
 ``storage_options``/``remote`` arguments checked against its ``logdir``.
 
 The defaults can come from the environment (``$GLUON_TB_PART_BYTES``,
-``$GLUON_TB_PART_SECS``), read when the options are made; ``remote.py`` says what
+``$GLUON_TB_PART_SECS``, ``$GLUON_TB_REMOTE_TIMEOUT``, ``$GLUON_TB_CLOSE_TIMEOUT``), read
+when the options are made (so a handler's writers take them too); ``remote.py`` says what
 a part is and why the log directory is written in parts.
 """
 from __future__ import annotations
@@ -37,6 +38,14 @@ class RemoteOptions:
             fails; past it they are dropped (default ``4 * part_bytes``).
         retries: attempts per upload before the error is reported.
         retry_wait: seconds before the second attempt, doubled after each.
+        timeout: seconds one attempt (one request to the store) may take; a store that
+            does not answer by then fails that attempt (default 30; fsspec's asynchronous
+            file systems, ``s3://``, ``gs://``, ``az://``, ``http://``, honour it), or
+            ``$GLUON_TB_REMOTE_TIMEOUT``.
+        close_timeout: the most seconds ``close()``, and so the end of a handler's ``fit``,
+            waits for the uploads (default 30, or ``$GLUON_TB_CLOSE_TIMEOUT``). Past it, it returns, raising
+            :class:`RemoteWriteError` that names the runs and the events not uploaded,
+            which are given up on; a stalled store can hold a writer no longer.
         storage_options: keyword arguments of the fsspec file system
             (``{"endpoint_url": ..., "key": ..., "secret": ...}`` for s3fs).
     """
@@ -46,6 +55,8 @@ class RemoteOptions:
     max_buffer_bytes: int = 0
     retries: int = 3
     retry_wait: float = 0.5
+    timeout: Optional[float] = None
+    close_timeout: Optional[float] = None
     storage_options: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -54,16 +65,22 @@ class RemoteOptions:
             put(self, "part_bytes", int(_env_number("GLUON_TB_PART_BYTES", 16 << 20)))
         if not self.part_secs:
             put(self, "part_secs", _env_number("GLUON_TB_PART_SECS", 30.0))
+        if self.timeout is None:
+            put(self, "timeout", _env_number("GLUON_TB_REMOTE_TIMEOUT", 30.0))
+        if self.close_timeout is None:
+            put(self, "close_timeout", _env_number("GLUON_TB_CLOSE_TIMEOUT", 30.0))
         if not self.max_buffer_bytes:
             put(self, "max_buffer_bytes", 4 * self.part_bytes)
         for name in ("part_bytes", "max_buffer_bytes", "retries"):
             v = getattr(self, name)
             if not is_python_int(v) or v < 1:
                 raise ValueError(f"{name} must be a positive int, got {v!r}")
-        for name in ("part_secs", "retry_wait"):
+        for name in ("part_secs", "retry_wait", "close_timeout"):
             v = getattr(self, name)
-            if not is_python_number(v) or not v >= 0:
+            if not is_python_number(v) or not v >= 0 or v == float("inf"):
                 raise ValueError(f"{name} must be a non-negative number, got {v!r}")
+        if not is_python_number(self.timeout) or not 0 < self.timeout < float("inf"):
+            raise ValueError(f"timeout must be a positive number of seconds, got {self.timeout!r}")
         if self.max_buffer_bytes < self.part_bytes:
             raise ValueError(f"max_buffer_bytes must be >= part_bytes ({self.part_bytes}), "
                              f"got {self.max_buffer_bytes}")

@@ -1,11 +1,12 @@
 """The worker side of the pipeline: drain the queue, build, frame and write.
 
-One thread (started by :class:`~.pipeline.Pipeline`) wakes every ``flush_secs``
+One thread (started by :class:`~.pipeline.Pipeline`) wakes every ``flush_secs / 2``
 or when enough has queued, takes everything queued in batches, turns scalars
 into event records in one flat loop, runs the builders and actions of other
 items (``items.py``), and writes each run's records with one ``os.write`` (or
-buffers them in a remote part). It is the only thread that touches the event
-files, ``_pending`` and the projector state. It meets a flush marker (a
+buffers them in a remote part). It and the catch-up thread (below), one at a time
+under ``_drain_lock``, are the only threads that touch the event files, ``_pending``
+and the projector state. It meets a flush marker (a
 :class:`~.items.Sync`) by writing what came before and setting the marker's
 event; a stop marker by writing what came before, closing the files and putting
 back, untouched, whatever was queued after it (those came after ``close()`` and
@@ -15,8 +16,19 @@ The worker runs at the lowest CPU priority (``nice`` 19, on Linux, where a nice 
 belongs to one thread), so it takes the CPU that training leaves idle rather than
 the cores of MXNet's OpenMP operators: in the MLP benchmark its histogram counting
 slowed the training loop several times less at nice 19 than at normal priority, and
-nice 10 helped nothing (figures in ``benchmarks/RESULTS-notes.md``). It still gets a
-share of a busy CPU, and whoever waits for it (``flush()``, a full queue) leaves it a core.
+nice 10 helped nothing (figures in ``benchmarks/RESULTS-notes.md``).
+
+But when other work keeps every core busy (DataLoader workers, a second training), a
+nice-19 thread gets about 1% of a core, and the writer fell a minute behind: a kill lost
+that minute. So a second thread at normal priority, the **catch-up** thread, keeps the
+promise that what was logged is on disk within ``flush_secs`` (plus the time to write
+it). It wakes every ``flush_secs / 8`` and does nothing while the worker keeps up; when
+something unwritten may have waited ``3/4 flush_secs`` (the worker itself writes every
+``flush_secs / 2``), it asks the worker to step aside (``_yield``: the worker puts back
+what it has not processed, at the front of the queue, at the next item) and drains the
+queue itself. One lock (``_drain_lock``) makes sure one thread at a time touches the
+files, ``_pending`` and the projector state, in queue order. The worker never gives up
+its nice value (raising a priority back needs privileges a user rarely has).
 """
 from __future__ import annotations
 
@@ -37,7 +49,7 @@ from .sink import Sink
 
 log = logging.getLogger("gluon_tb")
 
-_BATCH = 16384  # most items the worker takes per round
+_BATCH = 2048  # most items the worker takes per round (then it looks whether to step aside)
 DROPPED_TAG = "gluon_tb/dropped_events"
 _prefixes: Dict[str, bytes] = {}  # tag -> constant part of its scalar events
 
@@ -52,6 +64,11 @@ class Worker:
     _finished: threading.Event
     _check_at: int
     _first_check: int
+    _drain_lock: Any
+    _yield: bool
+    _in_flight: bool
+    _written_upto: float
+    caught_up: int
     _big_bytes: int
     _files: Dict[Optional[str], Any]
     _pending: Dict[Optional[str], List[bytes]]
@@ -60,6 +77,7 @@ class Worker:
     suffix: str
     flush_secs: float
     nice: Optional[int]
+    look_for_others: bool
     closed: bool
     dropped: int
     _dropped_reported: int
@@ -70,32 +88,67 @@ class Worker:
             lower_thread_priority(self.nice)
         try:
             while True:
-                self._wake.wait(self.flush_secs)
+                self._wake.wait(self.flush_secs / 2)
                 self._wake.clear()
-                if self._drain():
-                    return
-                with self._lock:
-                    if not self.closed:  # drained: look again once this many queue
-                        self._check_at = self._first_check
-                if self._store is not None:
-                    self._upload(force=False)
+                with self._drain_lock:
+                    if self._finished.is_set():  # the catch-up thread met the stop marker
+                        return
+                    if self._drain(yielding=True):
+                        return
+                    with self._lock:
+                        if not self.closed:  # drained: look again once this many queue
+                            self._check_at = self._first_check
+                    if self._store is not None:
+                        self._upload(force=False)
         except BaseException as e:  # pragma: no cover - a bug in the worker itself
             self._fail(e)
             log.exception("gluon_tb writer thread died")
         finally:
             self._finished.set()
 
-    def _drain(self) -> bool:
-        """Process everything queued; True when a stop marker was reached."""
+    def _catch_up(self) -> None:
+        """The catch-up thread (normal priority; see the module docstring)."""
+        period = self.flush_secs / 8
+        clear = time.monotonic()  # everything accepted before this is written
+        try:
+            while not self._finished.wait(period):
+                now = time.monotonic()
+                if not self._q and not self._in_flight:
+                    clear = now  # nothing unwritten (read in this order: see _drain)
+                    continue
+                clear = max(clear, self._written_upto)
+                if now - clear < 0.75 * self.flush_secs:
+                    continue
+                self._yield = True
+                with self._drain_lock:
+                    self._yield = False
+                    if self._finished.is_set():
+                        return
+                    self.caught_up += 1
+                    if self._drain(yielding=False):
+                        return
+        except BaseException as e:  # pragma: no cover - a bug in the writer itself
+            self._fail(e)
+            log.exception("gluon_tb writer catch-up thread died")
+
+    def _drain(self, yielding: bool = False) -> bool:
+        """Process everything queued; True when a stop marker was reached. Called with
+        ``_drain_lock`` held. ``yielding``: stop early, leaving the rest queued in order,
+        when the catch-up thread asks (``_yield``)."""
         q = self._q
         while q:
+            if yielding and self._yield:
+                return False
+            self._in_flight = True
             items = []
             pop = q.popleft
+            emptied = False
             try:
                 for _ in range(_BATCH):
                     items.append(pop())
             except IndexError:
-                pass
+                emptied = True
+            emptied_at = time.monotonic()
             freed = 0
             stop = None
             scalars: List[ScalarItem] = []
@@ -104,6 +157,13 @@ class Worker:
                 if kind is tuple:  # a scalar (see items.py)
                     scalars.append(item)
                     continue
+                if yielding and self._yield:  # step aside: the rest goes back, in order;
+                    q.extendleft(reversed(scalars + items[i:]))  # the catch-up thread writes
+                    with self._space:  # what was built (_pending) with what follows
+                        self._big_bytes -= freed
+                        self._space.notify_all()
+                    self._in_flight = False
+                    return False
                 if scalars:
                     self._scalars(scalars)
                     scalars = []
@@ -128,6 +188,9 @@ class Worker:
             if scalars:
                 self._scalars(scalars)
             self._write_pending()
+            if emptied:  # everything accepted before the queue was seen empty is written
+                self._written_upto = emptied_at
+            self._in_flight = False
             if stop is not None:
                 self._close_files()
                 self._finished.set()
@@ -221,7 +284,8 @@ class Worker:
     def _new_file(self, run: Optional[str]) -> Any:
         if self._store is not None:
             return RemoteEventFile(self._store, run, self.suffix)
-        return EventFile(self.logdir if run is None else os.path.join(self.logdir, run), self.suffix)
+        return EventFile(self.logdir if run is None else os.path.join(self.logdir, run), self.suffix,
+                         look_for_others=self.look_for_others)
 
     def _upload(self, force: bool) -> None:
         """Remote runs: upload the parts that are due (all of them when ``force``)."""
@@ -236,6 +300,36 @@ class Worker:
     def _fsync_all(self) -> None:
         for f in self._files.values():
             f.sync()
+
+    def unwritten(self) -> Dict[str, int]:
+        """What is not written yet, read from another thread while the worker is stuck (a
+        store that does not answer): ``{run URL or path: events}``, with the whole files
+        (projector, profile) and graphs queued under ``"files"``. Counts what is queued,
+        framed and, for a remote run, buffered for its next part."""
+        out: Dict[str, int] = {}
+
+        def where(run: Optional[str]) -> str:
+            base = self._store.url if self._store is not None else self.logdir
+            return base if run is None else f"{base.rstrip('/')}/{run}"
+
+        for item in list(self._q):
+            kind = type(item)
+            if kind is tuple:
+                key = where(item[0])
+            elif kind is Summary:
+                key = where(item.run)
+            elif kind is Action:
+                key = "files"
+            else:
+                continue
+            out[key] = out.get(key, 0) + 1
+        for run, records in list(self._pending.items()):
+            out[where(run)] = out.get(where(run), 0) + len(records)
+        for run, f in list(self._files.items()):
+            n = f.pending_records() if isinstance(f, RemoteEventFile) else 0
+            if n:
+                out[where(run)] = out.get(where(run), 0) + n
+        return out
 
     def _close_files(self) -> None:
         for f in self._files.values():

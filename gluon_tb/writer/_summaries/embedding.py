@@ -141,27 +141,28 @@ def embedding_files(tag: str, step: int, payload: EmbeddingPayload) -> Dict[str,
 def embedding_entry(tag: str, step: int, payload: EmbeddingPayload, files: Dict[str, bytes]) -> EmbeddingEntry:
     """The config's entry for the ``files`` of :func:`embedding_files`."""
     binary = f"{embedding_dir(tag, step)}/{TENSORS_BINARY}" in files
-    n, d = payload.matrix.shape
+    rows, cols = payload.matrix.shape
     dim = None
     if payload.images is not None:
         n, h, w = payload.images.shape[0], payload.images.shape[-2], payload.images.shape[-1]
         _, th, tw = sprite_layout(n, h, w)
         dim = (tw, th)
     return EmbeddingEntry(tag, int(step), payload.labels is not None, dim,
-                          TENSORS_BINARY if binary else TENSORS_TSV, (int(n), int(d)))
+                          TENSORS_BINARY if binary else TENSORS_TSV, (int(rows), int(cols)))
 
 
 def embedding_action(tag: str, step: int, payload: EmbeddingPayload,
                      entries: List[EmbeddingEntry]) -> Callable[[Any], None]:
-    """An ``action(sink)``: write the files into the log directory, record the embedding
-    in ``entries`` (the writer's list, touched only by the worker) and rewrite
-    ``projector_config.pbtxt``."""
+    """An ``action(sink)``: write the files into the log directory with the run's
+    rewritten ``projector_config.pbtxt``, all or none, and then record the embedding in
+    ``entries`` (the writer's list, touched only by the worker)."""
 
     def action(sink: Any) -> None:
         files = embedding_files(tag, step, payload)
-        for rel, data in files.items():
-            sink.write_file(rel, data)
-        add_entry(entries, embedding_entry(tag, step, payload, files))
-        sink.write_file(CONFIG_NAME, projector_config(entries).encode("ascii"))
+        after = list(entries)
+        add_entry(after, embedding_entry(tag, step, payload, files))
+        files[CONFIG_NAME] = projector_config(after).encode("ascii")
+        sink.write_files(files)  # all of them or none (a full disk leaves no half step)
+        entries[:] = after
 
     return action

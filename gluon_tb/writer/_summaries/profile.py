@@ -29,7 +29,7 @@ import socket
 import time
 from typing import Any, Dict, Iterable, List, Mapping, Tuple, Union
 
-from .._common.checks import describe
+from .._common.checks import check_file_name, describe
 from .._format.wire import f_bytes, f_str, f_varint
 
 __all__ = ["trace_events", "trace_spans", "build_xspace", "xspace_from_trace", "PLANE_NAME"]
@@ -44,12 +44,10 @@ Trace = Union[str, "os.PathLike[str]", Mapping[str, Any], List[Mapping[str, Any]
 def profile_path(session: Any = None, host: Any = None) -> Tuple[str, str]:
     """Where the Profile dashboard looks for a session's file, relative to the run, and
     the host name used: ``session`` defaults to the local time (``2026_11_24_02_30_00``),
-    ``host`` to this machine's name; each must be a plain file name."""
-    session = session or time.strftime("%Y_%m_%d_%H_%M_%S")
-    host = host or socket.gethostname() or "localhost"
-    for name, v in (("session", session), ("host", host)):
-        if not isinstance(v, str) or "/" in v or "\\" in v or v in (".", ".."):
-            raise ValueError(f"{name} must be a plain file name, got {v!r}")
+    ``host`` to this machine's name; each must be a plain file name (no '/', '\\' or NUL,
+    UTF-8, ``<host>.xplane.pb`` and ``session`` at most 255 bytes): a ValueError naming it."""
+    session = check_file_name(session or time.strftime("%Y_%m_%d_%H_%M_%S"), "session")
+    host = check_file_name(host or socket.gethostname() or "localhost", "host", ".xplane.pb")
     return f"plugins/profile/{session}/{host}.xplane.pb", host
 
 

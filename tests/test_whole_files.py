@@ -1,0 +1,183 @@
+"""Whole files the writer makes (projector files, profiles): written under a temporary name
+created exclusively, renamed into place, and removed when a write fails; an embedding step's
+files appear together or not at all."""
+import errno
+import os
+import subprocess
+import threading
+
+import numpy as np
+import pytest
+from tensorboard.plugins.projector.metadata import PROJECTOR_FILENAME
+
+import readback
+from gluon_tb import SummaryWriter
+from gluon_tb.writer._io import sink as _sink
+from gluon_tb.writer._summaries.projector_files import safe_path_component
+
+
+def every_file(logdir):
+    out = set()
+    for root, _dirs, names in os.walk(str(logdir)):
+        out |= {os.path.relpath(os.path.join(root, n), str(logdir)).replace(os.sep, "/") for n in names}
+    return out
+
+
+def non_event_files(logdir):
+    return {f for f in every_file(logdir) if ".tfevents." not in f}
+
+
+def embedding(n=10, seed=0):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((n, 4)).astype(np.float32), [f"w{i}" for i in range(n)],
+            rng.random((n, 3, 8, 8)).astype(np.float32))
+
+
+def fail_whole_file_writes(monkeypatch, err_no, after):
+    """The whole-file write number ``after + 1`` (0-based count of os.write calls) writes half
+    its buffer, then fails as a filling disk does."""
+    calls = {"n": 0}
+    real = _sink._os_write
+
+    def fake(fd, data):
+        calls["n"] += 1
+        if calls["n"] > after:
+            real(fd, bytes(data[: len(data) // 2]))
+            raise OSError(err_no, os.strerror(err_no))
+        return real(fd, data)
+
+    monkeypatch.setattr(_sink, "_os_write", fake)
+    return lambda: monkeypatch.setattr(_sink, "_os_write", real)
+
+
+def test_a_failed_embedding_write_leaves_no_temporary_file_and_no_half_step(tmp_path, monkeypatch):
+    emb, labels, images = embedding()
+    w = SummaryWriter(str(tmp_path))
+    w.add_embedding("e", emb, labels, images, global_step=1)
+    w.flush()
+    before = non_event_files(tmp_path)
+    d1 = safe_path_component("e") + "/00001"
+    assert before == {f"{d1}/tensors.tsv", f"{d1}/metadata.tsv", f"{d1}/sprite.png", PROJECTOR_FILENAME}
+    config_before = (tmp_path / PROJECTOR_FILENAME).read_bytes()
+
+    heal = fail_whole_file_writes(monkeypatch, errno.ENOSPC, after=2)  # tensors, metadata ok; sprite fails
+    w.add_embedding("e", emb, labels, images, global_step=2)
+    w.add_scalar("s", 1.0, 1)
+    with pytest.raises(OSError) as exc:
+        w.flush()
+    assert exc.value.errno == errno.ENOSPC
+    assert non_event_files(tmp_path) == before  # no *.tmp.*, no step 2 files, config untouched
+    assert not (tmp_path / "e" / "00002").exists()
+    assert (tmp_path / PROJECTOR_FILENAME).read_bytes() == config_before
+
+    heal()
+    w.add_embedding("e", emb, labels, images, global_step=3)
+    w.close()
+    d3 = safe_path_component("e") + "/00003"
+    assert non_event_files(tmp_path) == before | {f"{d3}/tensors.tsv", f"{d3}/metadata.tsv",
+                                                  f"{d3}/sprite.png"}
+    text = (tmp_path / PROJECTOR_FILENAME).read_text()
+    assert "00001/tensors.tsv" in text and "00003/sprite.png" in text and "00002" not in text
+    assert readback.scalars(str(tmp_path), ".", "s") == [(1, 1.0)]
+
+
+def test_a_failed_profile_write_leaves_no_temporary_file(tmp_path, monkeypatch):
+    w = SummaryWriter(str(tmp_path))
+    fail_whole_file_writes(monkeypatch, errno.ENOSPC, after=0)
+    w.add_profile({"traceEvents": [{"name": "op", "ph": "X", "ts": 0, "dur": 5, "pid": 0, "tid": 0}]},
+                  session="s1", host="box")
+    with pytest.raises(OSError):
+        w.flush()
+    w.close()
+    assert non_event_files(tmp_path) == set()
+    assert not (tmp_path / "plugins").exists()  # the directories it made are gone too
+
+
+def test_a_symlink_planted_at_the_temporary_name_is_never_written_through(tmp_path):
+    logdir = tmp_path / "log"
+    outside = tmp_path / "outside.txt"
+    outside.write_text("precious")
+    w = SummaryWriter(str(logdir))
+    pid, tid = os.getpid(), w._p._thread.ident  # the worker writes whole files
+    planted = logdir / f"{PROJECTOR_FILENAME}.tmp.{pid}.{tid}"
+    os.symlink(outside, planted)
+    dangling = logdir / safe_path_component("e") / f"00001"
+    dangling.mkdir(parents=True)
+    os.symlink(tmp_path / "nowhere", dangling / f"tensors.tsv.tmp.{pid}.{tid}")
+    emb, labels, images = embedding()
+    w.add_embedding("e", emb, labels, images, global_step=1)
+    w.close()
+    assert outside.read_text() == "precious"
+    assert not (tmp_path / "nowhere").exists()
+    assert os.path.islink(planted)  # someone else's name: left alone
+    config = logdir / PROJECTOR_FILENAME
+    assert not os.path.islink(config) and "00001/tensors.tsv" in config.read_text()
+    tensors = (dangling / "tensors.tsv").read_text().splitlines()
+    assert [list(map(np.float32, line.split("\t"))) for line in tensors] == emb.tolist()
+    assert non_event_files(logdir) == {
+        f"{PROJECTOR_FILENAME}.tmp.{pid}.{tid}", f"e/00001/tensors.tsv.tmp.{pid}.{tid}",
+        "e/00001/tensors.tsv", "e/00001/metadata.tsv", "e/00001/sprite.png", PROJECTOR_FILENAME}
+
+
+def test_whole_files_are_created_exclusively_with_mode_0644(tmp_path):
+    target = tmp_path / "t"
+    target.write_text("x")
+    name = _sink.write_new_file(str(tmp_path / "f"), b"data")
+    assert os.stat(name).st_mode & 0o777 == 0o644 & ~_umask()
+    os.unlink(name)
+    os.symlink(target, name)  # now the first-choice name is a link
+    other = _sink.write_new_file(str(tmp_path / "f"), b"data")
+    assert other != name and other.startswith(name + ".")
+    assert target.read_text() == "x" and open(other, "rb").read() == b"data"
+
+
+def _umask():
+    m = os.umask(0)
+    os.umask(m)
+    return m
+
+
+@pytest.fixture
+def tiny_tmpfs(tmp_path):
+    mnt = tmp_path / "tiny"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def _free(path):
+    st = os.statvfs(str(path))
+    return st.f_bavail * st.f_frsize
+
+
+def test_a_real_full_disk_leaves_no_temporary_files_holding_space(tiny_tmpfs):
+    logdir = tiny_tmpfs / "run"
+    w = SummaryWriter(str(logdir))
+    w.add_scalar("s", 0.0, 0)
+    w.flush()
+    free_before = _free(tiny_tmpfs)
+    rng = np.random.default_rng(0)
+    big = rng.standard_normal((4000, 16)).astype(np.float32)  # ~700 kB of tensors.tsv: cannot fit
+    errors = []
+    for step in range(1, 4):
+        w.add_embedding("e", big, global_step=step)
+        try:
+            w.flush()
+        except OSError as e:
+            errors.append(e.errno)
+    assert errors == [errno.ENOSPC] * 3
+    small = rng.standard_normal((5, 3)).astype(np.float32)
+    w.add_embedding("small", small, global_step=7)
+    w.add_scalar("s", 1.0, 1)
+    w.close()
+    assert not [f for f in every_file(logdir) if ".tmp." in f]
+    assert non_event_files(logdir) == {f"small/00007/tensors.tsv", PROJECTOR_FILENAME}
+    assert not (logdir / "e").exists()
+    assert _free(tiny_tmpfs) >= free_before - 64 * 1024  # the failed files hold no space
+    assert readback.scalars(str(logdir), ".", "s") == [(0, 0.0), (1, 1.0)]
