@@ -326,17 +326,24 @@ class SlowDataset(gluon.data.ArrayDataset):
         return super().__getitem__(i)
 
 
+def profiled_slow(logdir, profile_batch, delay, n=N, epochs=2):
+    """An Estimator fit of ``n`` samples (batches of 16) whose loader sleeps ``delay`` s a sample;
+    the path of its XSpace file."""
+    rs = np.random.RandomState(0)
+    data = SlowDataset(delay, rs.randn(n, 5).astype("float32"), rs.randint(0, 3, n).astype("float32"))
+    est = make_estimator()
+    est.fit(gluon.data.DataLoader(data, batch_size=BATCH), epochs=epochs,
+            event_handlers=[TensorBoardHandler(str(logdir), profile_batch=profile_batch)])
+    [f] = glob.glob(os.path.join(str(logdir), "train", "plugins", "profile", "*", "*.xplane.pb"))
+    return f
+
+
 def test_each_profiled_batch_is_a_step_with_its_wait_for_input(tmp_path, profiler_calls):
     """Steps 4..7 over an epoch's end (6 batches an epoch): a step runs from the previous batch's
     end to its own, its ``input`` part until its batch_begin; the first profiled batch and the
     first of an epoch start at their batch_begin (no input part, no validation or epoch end in a
     step). A loader that sleeps 2 ms a sample (32 ms a batch) shows in ``input``."""
-    rs = np.random.RandomState(0)
-    data = SlowDataset(0.002, rs.randn(N, 5).astype("float32"), rs.randint(0, 3, N).astype("float32"))
-    est = make_estimator()
-    est.fit(gluon.data.DataLoader(data, batch_size=BATCH), epochs=2,
-            event_handlers=[TensorBoardHandler(str(tmp_path), profile_batch=(4, 7))])
-    [f] = glob.glob(os.path.join(str(tmp_path), "train", "plugins", "profile", "*", "*.xplane.pb"))
+    f = profiled_slow(tmp_path, (4, 7), 0.002)
     steps = steps_of(decode_steps(open(f, "rb").read()))
     assert sorted(steps) == [4, 5, 6, 7]
     for k, (start, dur, wait, batch) in steps.items():
@@ -459,12 +466,7 @@ def test_xprof_finds_the_steps_and_their_input_wait(tmp_path, profiler_calls, xp
     """The Overview page's data: XProf groups our step events into steps 3..6 with their time (not
     "0.0 ms"), and steps 4 and 5 of a loader that sleeps 4 ms a sample are input-bound (3 is the
     first profiled batch and 6 the first of an epoch: their steps start at their batch_begin)."""
-    rs = np.random.RandomState(0)
-    data = SlowDataset(0.004, rs.randn(N, 5).astype("float32"), rs.randint(0, 3, N).astype("float32"))
-    est = make_estimator()
-    est.fit(gluon.data.DataLoader(data, batch_size=BATCH), epochs=2,
-            event_handlers=[TensorBoardHandler(str(tmp_path), profile_batch=(3, 6))])
-    [f] = glob.glob(os.path.join(str(tmp_path), "train", "plugins", "profile", "*", "*.xplane.pb"))
+    f = profiled_slow(tmp_path, (3, 6), 0.004)
     _, ov = assert_xprof_steps(xprof_python, f, [3, 4, 5, 6], slow=(4, 5))
     assert "input-bound" in ov["input_conclusion"]
 
