@@ -8,8 +8,23 @@ waited on, the profiler stopped, its trace dumped and handed to the writer (run 
 ``plugins/profile/<session>/<host>.xplane.pb``, see ``writer/_summaries/profile.py``), and its aggregate
 table logged as Markdown text ``profile/operator_stats`` at the last profiled batch's step.
 Outside the range no profiler function is called. It profiles once per handler.
+
 (``TensorBoardCallback``: ``Module.fit`` calls nothing before a batch, so the profiler is started at
 the callback before batch ``start``; ``_module_insight.py``'s :class:`~._module_insight.ModuleProfiler`.)
+
+Steps: each profiled batch is marked in the trace, on the profiler's own clock, by an
+``mx.profiler.Task`` ``train <k>`` in the domain ``gluon_tb.step``, which the XSpace builder turns
+into the step events the Profile dashboard's Overview and Input Pipeline Analysis pages read. A
+step runs from the previous batch's ``batch_end`` to its own, so that the loop's wait for the batch
+is in it: the task ``input <k>`` marks that wait, up to ``batch_begin``, and XProf shows it as
+input time, the rest as host compute. The first profiled batch and the first batch of an epoch
+start their step at their ``batch_begin`` (no input part; an epoch's end, validation and
+``epoch_end`` handlers are in no step). Times are the training thread's: with MXNet's
+asynchronous engine, a batch's operators may still run after its ``batch_end`` unless something
+in the loop reads a result (the metric updates of the Estimator and of ``Module.fit`` do). The tasks also
+appear in ``profile/operator_stats`` (section ``gluon_tb.step``).
+``TensorBoardCallback``'s steps have no ``input`` part: they run from one ``batch_end`` callback (or ``eval_end``)
+to the next, and ``Module.fit`` reads the next batch between the two.
 
 A failure of the profiler itself (``set_config``, ``set_state``, ``dump``, ``dumps``) is the
 handler's ``on_error``'s, like a writer's: ``"raise"`` raises it, ``"warn"`` gives one warning
@@ -44,7 +59,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..writer._common.checks import describe, is_python_int
 from ..writer import SummaryWriter
-from ..writer._summaries.profile import STEP_DOMAIN, STEP_EVENT, WAIT_EVENT
+from ..writer._common.profile_steps import STEP_DOMAIN, STEP_EVENT, WAIT_EVENT
 from ._run_writers import TRAIN, RunWriters, logger
 
 TEXT_TAG = "profile/operator_stats"

@@ -15,11 +15,23 @@ of ``mx.profiler.dump()`` into one, with pure functions of Python data:
   its line's ``timestamp_ns`` (the line's first start). Line timestamps count from the trace's
   first event, as TensorFlow's profiler normalizes them: XProf computes picoseconds
   ``timestamp_ns * 1000 + offset_ps`` in int64, which wall-clock nanoseconds (~1.8e18) overflow.
+- :func:`step_spans`: the steps. The handlers mark each profiled batch with MXNet profiler tasks
+  in the domain :data:`STEP_DOMAIN` (``handlers/_profile.py``): ``train <k>`` for the step of
+  global batch k and, where the loop calls ``batch_begin``, ``input <k>`` for its wait for the
+  batch. They are not operator spans: :func:`build_xspace` puts them on a line of their own,
+  ``Training steps``, in XProf's step convention (the one JAX's
+  ``StepTraceAnnotation("train", step_num=k)`` records): an event ``train`` with the stats
+  ``step_num`` = k and ``_r`` = 1 (a root; XProf gives it and the events nested in it on its
+  line one group, a step, and calls it ``train k``), and nested in it ``input`` (with the stat
+  ``_ipl_stage_name``: XProf counts it as time waiting for input) and ``batch``, the rest of
+  the step (host compute: XProf shows a CPU step only if it holds some).
 
 Field numbers, checked against xplane.proto: XSpace planes=1, hostnames=4; XPlane id=1 name=2
-lines=3 event_metadata=4 (map<int64, XEventMetadata>: entry key=1 value=2); XLine id=1 name=2
-timestamp_ns=3 events=4 duration_ps=9 display_id=10 display_name=11; XEvent metadata_id=1
-offset_ps=2 duration_ps=3; XEventMetadata id=1 name=2 display_name=4.
+lines=3 event_metadata=4 stat_metadata=5 (each a map<int64, message>: entry key=1 value=2);
+XLine id=1 name=2 timestamp_ns=3 events=4 duration_ps=9 display_id=10 display_name=11; XEvent
+metadata_id=1 offset_ps=2 duration_ps=3 stats=4; XStat metadata_id=1 int64_value=4
+str_value=5; XEventMetadata id=1 name=2 display_name=4; XStatMetadata id=1 name=2. The stat
+names are XProf's (``xplane_schema.cc`` of TSL): ``step_num``, ``_r``, ``_ipl_stage_name``.
 """
 from __future__ import annotations
 
@@ -31,9 +43,11 @@ import time
 from typing import Any, Dict, Iterable, List, Mapping, Tuple, Union
 
 from .._common.checks import describe
+from .._common.profile_steps import STEP_DOMAIN, STEP_EVENT, WAIT_EVENT
 from .._format.wire import f_bytes, f_str, f_varint
 
-__all__ = ["trace_events", "trace_spans", "build_xspace", "xspace_from_trace", "PLANE_NAME"]
+__all__ = ["trace_events", "trace_spans", "step_spans", "build_xspace", "xspace_from_trace", "PLANE_NAME",
+           "STEP_DOMAIN", "STEP_EVENT", "WAIT_EVENT"]
 
 PLANE_NAME = "/host:CPU"
 
@@ -41,10 +55,9 @@ PLANE_NAME = "/host:CPU"
 Span = Tuple[Any, Any, str, int, int]
 # (step number, start_ns, duration_ns, wait_ns)
 Step = Tuple[int, int, int, int]
-STEP_DOMAIN = "gluon_tb.step"  # the mx.profiler.Domain of the step tasks
-STEP_EVENT, WAIT_EVENT, BATCH_EVENT = "train", "input", "batch"
+BATCH_EVENT = "batch"
 STEP_LINE = "Training steps"
-_STEP_RE = re.compile(r"(train|input) (\d+)")
+_STEP_RE = re.compile(rf"({STEP_EVENT}|{WAIT_EVENT}) (\d+)")
 _STAT_STEP_NUM, _STAT_IS_ROOT, _STAT_INPUT_STAGE = 1, 2, 3
 _STATS = ((_STAT_STEP_NUM, "step_num"), (_STAT_IS_ROOT, "_r"), (_STAT_INPUT_STAGE, "_ipl_stage_name"))
 Trace = Union[str, "os.PathLike[str]", Mapping[str, Any], List[Mapping[str, Any]]]
@@ -210,7 +223,8 @@ def build_xspace(spans: List[Span], process_names: Mapping[Any, str] = {}, host:
 
 
 def xspace_from_trace(trace: Trace, host: str = "") -> Tuple[bytes, int]:
-    """``(serialized XSpace, number of events)`` of a Chrome trace (see :func:`trace_events`)."""
+    """``(serialized XSpace, number of operator events)`` of a Chrome trace (see
+    :func:`trace_events`); the step tasks become the ``Training steps`` line (:func:`step_spans`)."""
     events = trace_events(trace)
     spans = trace_spans(e for e in events if not _is_step_event(e))
     return build_xspace(spans, _process_names(events), host, step_spans(events)), len(spans)
