@@ -528,6 +528,25 @@ def test_profiler_failure_follows_on_error(tmp_path, profiler_calls, monkeypatch
     assert glob.glob(str(tmp_path / "w" / "train" / "plugins" / "profile" / "*" / "*")) == []
 
 
+def test_failing_step_marks_leave_the_profile_without_steps(tmp_path, profiler_calls, monkeypatch, caplog):
+    """mx.profiler.Task failing: one warning, and the profile, its operators and its table as without steps."""
+    def broken(*a, **k):
+        raise RuntimeError("injected Task failure")
+
+    monkeypatch.setattr(mx.profiler, "Task", broken)
+    with caplog.at_level("WARNING", logger="gluon_tb"):
+        _, files = profiled(tmp_path, (2, 3))
+    assert [r.getMessage() for r in caplog.records if "step markers" in r.getMessage()] == \
+        ["gluon_tb: profile_batch: no step markers (RuntimeError: injected Task failure)"]
+    assert profiler_calls == ["run", "stop"] and len(files) == 1
+    data = open(files[0], "rb").read()
+    assert decode_steps(data) == []
+    assert sum(e[0] == "FullyConnected" for ln in decode_xspace(data)[1][0]["lines"] for e in ln["events"]) == \
+        2 * batch_fc_count(2, 3)
+    [(step, _)] = read_text(tmp_path, "profile/operator_stats")
+    assert step == 3
+
+
 def test_operator_stats_tables_keep_their_columns():
     """MXNet's "Min Use  (kB)" holds two spaces and long names overrun their column: every row of
     every table has its header's cell count."""
