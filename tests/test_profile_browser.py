@@ -104,6 +104,7 @@ def test_trace_viewer_draws_mxnet_operators(tmp_path, xprof_python):
             viewer = viewer[0]
             text = viewer.evaluate("document.body.innerText")
             assert "/host:CPU" in text and "operator / tid" in text and "MXNET_C_API / tid" in text
+            assert "Training steps" in text  # the profiled batches' step events, on a line of their own
             find = viewer.locator("input").first
             find.fill("FullyConnected")
             find.press("Enter")
