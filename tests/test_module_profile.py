@@ -270,3 +270,21 @@ def test_a_failing_profile_write_does_not_stop_the_table(tmp_path, profiler_call
     assert profile_files(tmp_path) == []
     [(step, text)] = stats(tmp_path)
     assert step == 2 and "global batches 1 to 2" in text
+
+
+# ------------------------------------------------------------ steps for XProf's Overview page
+def test_each_profiled_batch_is_a_step_xprof_finds(tmp_path, profiler_calls, xprof_python):
+    """Steps 1..5 over an epoch's end (4 batches an epoch): a step runs from the previous batch's
+    end (or from eval_end, after the validation) to its own batch_end; Module.fit has no
+    batch_begin, so a step is all ``batch`` (no ``input`` part). XProf's own converter finds them
+    with their times (it shows all steps up to 5; of more it leaves out the first and the last)."""
+    from test_profile import assert_xprof_steps, decode_steps, steps_of
+
+    fit(TensorBoardCallback(str(tmp_path), profile_batch=(1, 5)))
+    [f] = profile_files(tmp_path)
+    steps = steps_of(decode_steps(open(f, "rb").read()))
+    assert sorted(steps) == [1, 2, 3, 4, 5]
+    assert all(wait == 0 and batch == dur > 0 for _, dur, wait, batch in steps.values())
+    assert 0 <= steps[2][0] - (steps[1][0] + steps[1][1]) < 1e9  # back to back inside an epoch
+    assert steps[4][0] > steps[3][0] + steps[3][1]  # epoch 0's end and validation in no step
+    assert_xprof_steps(xprof_python, f, [1, 2, 3, 4, 5])

@@ -5,6 +5,7 @@ import glob
 import os
 import re
 import socket
+import time
 import warnings
 
 import mxnet as mx
@@ -110,6 +111,31 @@ def test_spans_from_chrome_trace_phases():
     assert sorted(planes[0]["meta"].values()) == ["FullyConnected", "MXInvoke", "copy", "outer"]
 
 
+def test_step_tasks_become_the_step_events_xprof_groups():
+    """The handler's ``train <k>`` and ``input <k>`` tasks (domain ``gluon_tb.step``) become XProf's
+    step convention on one line of their own; they are not operator events."""
+    dom = {"cat": "gluon_tb.step", "pid": 5, "tid": 1, "id": 1}
+    events = [
+        {"ph": "B", "name": "FullyConnected", "ts": 100, "pid": 0, "tid": 1},
+        {"ph": "E", "name": "FullyConnected", "ts": 101, "pid": 0, "tid": 1},
+        dict(dom, ph="b", name="train 7", ts=99), dict(dom, ph="e", name="train 7", ts=104),
+        dict(dom, ph="b", name="input 7", ts=99.001), dict(dom, ph="e", name="input 7", ts=100.5),
+        dict(dom, ph="b", name="train 8", ts=104), dict(dom, ph="e", name="train 8", ts=110),
+        dict(dom, ph="b", name="input 9", ts=110), {"ph": "b", "name": "train 3", "ts": 1, "pid": 6, "id": 1,
+                                                   "cat": "user"},
+        {"ph": "e", "name": "train 3", "ts": 2, "pid": 6, "id": 1, "cat": "user"},
+    ]
+    data, count = xspace_from_trace(events)
+    assert count == 2  # FullyConnected and the user's own "train 3"
+    _, planes = decode_xspace(data)
+    names = {ln["name"]: [e[0] for e in ln["events"]] for ln in planes[0]["lines"]}
+    assert names == {"pid 0 / tid 1": ["FullyConnected"], "pid 6 / tid None": ["train 3"],
+                     "Training steps": ["train", "input", "batch", "train", "batch"]}
+    # picoseconds from the trace's first event (the user's task at 1 us)
+    assert steps_of(decode_steps(data)) == {7: (98_000_000, 5_000_000, 1_500_000, 3_500_000),
+                                            8: (103_000_000, 6_000_000, 0, 6_000_000)}
+
+
 def test_empty_trace_is_one_empty_plane():
     hosts, planes = decode_xspace(build_xspace([], host="h"))
     assert hosts == ["h"] and planes == [{"name": "/host:CPU", "lines": [], "meta": {}}]
@@ -156,6 +182,55 @@ def test_profile_batch_accepted_forms():
     assert check_profile_batch(0) is None  # Keras's 0: off
     assert check_profile_batch((0, 0)) == (0, 0) and check_profile_batch(1) == (1, 1)
     assert check_profile_batch((2, 3)) == (2, 3) and check_profile_batch([4, 4]) == (4, 4)
+
+
+def decode_steps(data):
+    """The step line of an XSpace: ``[(name, start_ps, duration_ps, {stat name: value})]``, start
+    from the trace's origin, with the stats decoded by the plane's ``stat_metadata`` (field 5)."""
+    [pb] = fields(data)[1]
+    p = fields(pb)
+    names = {}
+    for entry in p[4]:
+        e = fields(entry)
+        names[e[1][0]] = fields(e[2][0])[2][0].decode()
+    stat_names = {}
+    for entry in p[5]:
+        e = fields(entry)
+        m = fields(e[2][0])
+        assert m[1] == e[1]  # XStatMetadata.id == the map key
+        stat_names[e[1][0]] = m[2][0].decode()
+    out = []
+    for lb in p[3]:
+        ln = fields(lb)
+        if ln[2][0].decode() != "Training steps":
+            continue
+        for eb in ln[4]:
+            ev = fields(eb)
+            st = {}
+            for sb in ev.get(4, []):
+                x = fields(sb)
+                st[stat_names[x[1][0]]] = x[4][0] if 4 in x else x[5][0].decode()
+            out.append((names[ev[1][0]], ln[3][0] * 1000 + ev.get(2, [0])[0], ev.get(3, [0])[0], st))
+    return out
+
+
+def steps_of(events):
+    """``{step_num: (start_ps, duration_ps, input_ps, batch_ps)}`` of decoded step events, checking
+    that each step's ``input`` and ``batch`` follow each other and fill it exactly."""
+    out, cur = {}, None
+    for name, start, dur, st in events:
+        if name == "train":
+            assert st["_r"] == 1 and set(st) == {"step_num", "_r"}
+            cur = st["step_num"]
+            out[cur] = [start, dur, 0, 0, start]
+        elif name == "input":
+            assert st == {"_ipl_stage_name": "DataLoader"} and start == out[cur][4] == out[cur][0]
+            out[cur][2], out[cur][4] = dur, start + dur
+        else:
+            assert name == "batch" and st == {} and start == out[cur][4]
+            out[cur][3] = dur
+            assert out[cur][2] + dur == out[cur][1]
+    return {k: tuple(v[:4]) for k, v in out.items()}
 
 
 # ------------------------------------------------------------ a real Estimator.fit
@@ -239,6 +314,48 @@ def test_fit_profiles_exactly_the_range(tmp_path, profiler_calls, profile_batch,
     assert profiler_calls == ["run", "stop"]
 
 
+class SlowDataset(gluon.data.ArrayDataset):
+    """Each sample takes ``delay`` seconds to read: a batch of 16 waits 16 * delay."""
+
+    def __init__(self, delay, *arrays):
+        super().__init__(*arrays)
+        self.delay = delay
+
+    def __getitem__(self, i):
+        time.sleep(self.delay)
+        return super().__getitem__(i)
+
+
+def profiled_slow(logdir, profile_batch, delay, n=N, epochs=2):
+    """An Estimator fit of ``n`` samples (batches of 16) whose loader sleeps ``delay`` s a sample;
+    the path of its XSpace file."""
+    rs = np.random.RandomState(0)
+    data = SlowDataset(delay, rs.randn(n, 5).astype("float32"), rs.randint(0, 3, n).astype("float32"))
+    est = make_estimator()
+    est.fit(gluon.data.DataLoader(data, batch_size=BATCH), epochs=epochs,
+            event_handlers=[TensorBoardHandler(str(logdir), profile_batch=profile_batch)])
+    [f] = glob.glob(os.path.join(str(logdir), "train", "plugins", "profile", "*", "*.xplane.pb"))
+    return f
+
+
+def test_each_profiled_batch_is_a_step_with_its_wait_for_input(tmp_path, profiler_calls):
+    """Steps 4..7 over an epoch's end (6 batches an epoch): a step runs from the previous batch's
+    end to its own, its ``input`` part until its batch_begin; the first profiled batch and the
+    first of an epoch start at their batch_begin (no input part, no validation or epoch end in a
+    step). A loader that sleeps 2 ms a sample (32 ms a batch) shows in ``input``."""
+    f = profiled_slow(tmp_path, (4, 7), 0.002)
+    steps = steps_of(decode_steps(open(f, "rb").read()))
+    assert sorted(steps) == [4, 5, 6, 7]
+    for k, (start, dur, wait, batch) in steps.items():
+        assert batch > 0
+        if k in (5, 7):
+            assert 0.9 * 32e9 < wait < dur  # in picoseconds
+        else:
+            assert wait == 0
+    assert 0 <= steps[5][0] - (steps[4][0] + steps[4][1]) < 1e9  # back to back inside an epoch (< 1 ms)
+    assert steps[6][0] > steps[5][0] + steps[5][1] + 0.9 * 32e9  # the epoch's end and first batch between
+
+
 def test_event_count_equals_the_traces_complete_events(tmp_path, profiler_calls, monkeypatch):
     seen = []
     real = SummaryWriter.add_profile
@@ -252,7 +369,8 @@ def test_event_count_equals_the_traces_complete_events(tmp_path, profiler_calls,
     _, files = profiled(tmp_path, (2, 3))
     [spans] = seen
     _, planes = decode_xspace(open(files[0], "rb").read())
-    assert sum(len(ln["events"]) for ln in planes[0]["lines"]) == len(spans) > 0
+    assert sum(len(ln["events"]) for ln in planes[0]["lines"] if ln["name"] != "Training steps") \
+        == len(spans) - 3 > 0  # the tasks "train 2", "input 3" and "train 3" are on the step line only
 
 
 def test_range_past_the_end_profiles_to_the_end_and_nothing_before(tmp_path, profiler_calls):
@@ -301,6 +419,56 @@ def test_xprof_reads_the_file(tmp_path, profiler_calls, xprof_python):
     assert {name: sum(c.values()) for name, c in planes["/host:CPU"].items()} == \
         {ln["name"]: len(ln["events"]) for ln in mine[0]["lines"]}
     assert sum(c.get("FullyConnected", 0) for c in planes["/host:CPU"].values()) == 2 * batch_fc_count(2, 3)
+
+
+XPROF_STEPS = """import json, sys
+from xprof.convert import raw_to_tool_data as r
+def table(tool, i):
+    data, _ = r.xspace_to_tool_data([sys.argv[1]], tool, {"use_saved_result": False})
+    return json.loads(data)[i]
+ipa, ov = table("input_pipeline_analyzer", 1), table("overview_page", 1)
+cols = [c["id"] for c in ipa["cols"]]
+rows = [dict(zip(cols, [c.get("v") for c in row["c"]])) for row in ipa["rows"]]
+print(json.dumps({"rows": rows, "overview": ov["p"]}))
+"""
+
+
+def xprof_steps(python, path):
+    """XProf's own step analysis of an XSpace file (its C++ converter, through ``raw_to_tool_data``):
+    ``(rows of the step-time graph, the Overview page's step-time summary)``."""
+    import json
+    import subprocess
+
+    out = subprocess.run([python, "-c", XPROF_STEPS, path], capture_output=True, text=True, timeout=120,
+                         check=True).stdout
+    found = json.loads(out.strip().splitlines()[-1])
+    return found["rows"], found["overview"]
+
+
+def assert_xprof_steps(python, path, steps, slow=()):
+    """XProf finds exactly ``steps`` (its step-time graph: ``train <k>``), with the step times of
+    our file and their host compute + input split; ``slow`` steps are mostly input."""
+    rows, ov = xprof_steps(python, path)
+    mine = steps_of(decode_steps(open(path, "rb").read()))
+    assert [r["stepnum"] for r in rows] == [f"train {k}" for k in steps]
+    for k, r in zip(steps, rows):
+        _, dur, wait, batch = mine[k]
+        assert r["stepTimeMs"] == pytest.approx(dur / 1e9) and r["stepTimeMs"] > 0
+        assert r["hostComputeTimeMs"] == pytest.approx(batch / 1e9)
+        assert r["infeedTimeMs"] == pytest.approx(wait / 1e9)
+        assert (r["infeedTimeMs"] > r["hostComputeTimeMs"]) == (k in slow)
+    assert float(ov["steptime_ms_average"]) > 0 and ov["hardware_type"] == "CPU_ONLY"
+    assert float(ov["steptime_ms_average"]) == pytest.approx(sum(r["stepTimeMs"] for r in rows) / len(rows), abs=0.06)
+    return rows, ov
+
+
+def test_xprof_finds_the_steps_and_their_input_wait(tmp_path, profiler_calls, xprof_python):
+    """The Overview page's data: XProf groups our step events into steps 3..6 with their time (not
+    "0.0 ms"), and steps 4 and 5 of a loader that sleeps 4 ms a sample are input-bound (3 is the
+    first profiled batch and 6 the first of an epoch: their steps start at their batch_begin)."""
+    f = profiled_slow(tmp_path, (3, 6), 0.004)
+    _, ov = assert_xprof_steps(xprof_python, f, [3, 4, 5, 6], slow=(4, 5))
+    assert "input-bound" in ov["input_conclusion"]
 
 
 def test_nothing_left_in_the_working_directory(tmp_path):
@@ -358,6 +526,25 @@ def test_profiler_failure_follows_on_error(tmp_path, profiler_calls, monkeypatch
     assert [e.step for e in acc.Tensors("batch_loss")] == list(range(12))
     assert "profile/operator_stats" not in acc.Tags()["tensors"]
     assert glob.glob(str(tmp_path / "w" / "train" / "plugins" / "profile" / "*" / "*")) == []
+
+
+def test_failing_step_marks_leave_the_profile_without_steps(tmp_path, profiler_calls, monkeypatch, caplog):
+    """mx.profiler.Task failing: one warning, and the profile, its operators and its table as without steps."""
+    def broken(*a, **k):
+        raise RuntimeError("injected Task failure")
+
+    monkeypatch.setattr(mx.profiler, "Task", broken)
+    with caplog.at_level("WARNING", logger="gluon_tb"):
+        _, files = profiled(tmp_path, (2, 3))
+    assert [r.getMessage() for r in caplog.records if "step markers" in r.getMessage()] == \
+        ["gluon_tb: profile_batch: no step markers (RuntimeError: injected Task failure)"]
+    assert profiler_calls == ["run", "stop"] and len(files) == 1
+    data = open(files[0], "rb").read()
+    assert decode_steps(data) == []
+    assert sum(e[0] == "FullyConnected" for ln in decode_xspace(data)[1][0]["lines"] for e in ln["events"]) == \
+        2 * batch_fc_count(2, 3)
+    [(step, _)] = read_text(tmp_path, "profile/operator_stats")
+    assert step == 3
 
 
 def test_operator_stats_tables_keep_their_columns():

@@ -104,6 +104,7 @@ def test_trace_viewer_draws_mxnet_operators(tmp_path, xprof_python):
             viewer = viewer[0]
             text = viewer.evaluate("document.body.innerText")
             assert "/host:CPU" in text and "operator / tid" in text and "MXNET_C_API / tid" in text
+            assert "Training steps" in text  # the profiled batches' step events, on a line of their own
             find = viewer.locator("input").first
             find.fill("FullyConnected")
             find.press("Enter")
@@ -113,5 +114,89 @@ def test_trace_viewer_draws_mxnet_operators(tmp_path, xprof_python):
             viewer.locator("text=Nothing selected").wait_for(state="detached", timeout=20_000)
             assert "FullyConnected" in viewer.evaluate("document.body.innerText")
             page.screenshot(path=os.path.join(shots, "profile.png"))
+        finally:
+            browser.close()
+
+
+FITS = {  # each in a process of its own; prints its XSpace file's path
+    # 12 batches of a loader that sleeps 1 ms a sample (16 ms a batch), steps 2..9
+    "estimator": "import test_profile as t\nprint(t.profiled_slow(sys.argv[2], (2, 9), 0.001, n=192, epochs=1))\n",
+    # 4 batches an epoch, steps 1..5 over an epoch's end
+    "module": ("import test_module_profile as t\nfrom gluon_tb.handlers import TensorBoardCallback\n"
+               "t.fit(TensorBoardCallback(sys.argv[2], profile_batch=(1, 5)))\nprint(t.profile_files(sys.argv[2])[0])\n"),
+}
+
+
+def summary_ms(text, title):
+    """``(value, sigma)`` in ms of one item of the Overview page's Performance Summary."""
+    import re
+
+    m = re.search(re.escape(title) + r"\s*\(σ = ([\d.]+) ms\)\s*([\d.]+) ms", text)
+    assert m, f"no {title!r} in the Overview page: {text[:2000]!r}"
+    return float(m.group(2)), float(m.group(1))
+
+
+@pytest.mark.parametrize("adapter", ["estimator", "module"])
+def test_overview_page_shows_the_step_times(tmp_path, xprof_python, adapter):
+    """The Overview page in Chromium: its Performance Summary shows the profiled steps' average
+    input time and host compute time (before step markers: 0.0 ms each), as XProf's own converter
+    computes them, adding up to the steps' mean time in our file; the Input Pipeline Analysis page
+    shows their average step time. (XProf shows "Average Step Time" and the step-time graph of
+    the Overview page for XLA training programs only, and draws its graphs with Google Charts,
+    loaded from the web.) Screenshots of both pages for the Estimator fit."""
+    from playwright.sync_api import sync_playwright
+
+    from test_browser import CHROMIUM, CHROMIUM_ARGS
+    from test_profile import decode_steps, steps_of, xprof_steps
+
+    env = dict(os.environ)
+    env.pop("MXNET_PROFILER_AUTOSTART", None)
+    script = "import sys; sys.path.insert(0, sys.argv[1])\n" + FITS[adapter]
+    out = subprocess.run([sys.executable, "-c", script, os.path.dirname(os.path.abspath(__file__)), str(tmp_path)],
+                         env=env, check=True, timeout=180, capture_output=True, text=True).stdout
+    path = out.strip().splitlines()[-1]
+    rows, ov = xprof_steps(xprof_python, path)
+    mine = steps_of(decode_steps(open(path, "rb").read()))
+    shown = [int(r["stepnum"].split()[1]) for r in rows]  # of more than 5, XProf leaves out the first and last
+    assert shown == (list(range(3, 9)) if adapter == "estimator" else [1, 2, 3, 4, 5])
+    mean_ms = sum(mine[k][1] for k in shown) / len(shown) / 1e9
+    shots = os.environ.get("GLUON_TB_SCREENSHOTS") or str(tmp_path)
+    with xprof_tensorboard(xprof_python, tmp_path) as (base, _), sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, timeout=30_000)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 800})
+            page.goto(base + "/#profile", timeout=30_000)
+            for _ in range(120):
+                summary = [f for f in page.frames if "overview_page" in f.url and f.locator("text=Host Compute Time").count()]
+                if summary:
+                    break
+                page.wait_for_timeout(500)
+            else:
+                raise AssertionError("the Overview page drew no Performance Summary")
+            text = summary[0].evaluate("document.body.innerText")
+            input_ms, _ = summary_ms(text, "Input Time")
+            compute_ms, _ = summary_ms(text, "Host Compute Time")
+            assert (input_ms, compute_ms) == (float(ov["infeed_time_ms_avg"]), float(ov["host_compute_time_ms_avg"]))
+            assert compute_ms > 0 and input_ms + compute_ms == pytest.approx(mean_ms, abs=0.11)
+            if adapter == "estimator":
+                assert input_ms > 0.9 * 16 * 6 / 8  # 6 of the 8 steps wait for a 16 ms batch; shown: 5 of 6
+                page.screenshot(path=os.path.join(shots, "profile_overview.png"))
+            else:
+                assert input_ms == 0  # Module.fit has no batch_begin: its steps have no input part
+            summary[0].locator("text=Overview Page").first.click()
+            summary[0].locator("mat-option", has_text="Input Pipeline Analysis").first.click()
+            for _ in range(120):
+                ipa = [f for f in page.frames if "input_pipeline" in f.url and f.locator("text=Average:").count()]
+                if ipa:
+                    break
+                page.wait_for_timeout(500)
+            else:
+                raise AssertionError("the Input Pipeline Analysis page drew no step-time statistics")
+            text = ipa[0].evaluate("document.body.innerText")
+            assert f"Average: {ov['steptime_ms_average']} ms" in text and float(ov["steptime_ms_average"]) > 0
+            assert float(ov["steptime_ms_average"]) == pytest.approx(mean_ms, abs=0.051)
+            if adapter == "estimator":
+                assert "input-bound" in text
+                page.screenshot(path=os.path.join(shots, "profile_input_pipeline.png"))
         finally:
             browser.close()

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from readback import multiplexer
-from test_profile import decode_xspace
+from test_profile import decode_steps, decode_xspace, steps_of
 
 EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples",
                        "profile_digits.py")
@@ -57,8 +57,9 @@ def test_its_xspace_holds_the_profiled_batches_operators(example):
     assert hosts == [socket.gethostname()] and [p["name"] for p in planes] == ["/host:CPU"]
     lines = planes[0]["lines"]
     assert sum(len(ln["events"]) for ln in lines) > 100
-    # a process's first profile: its lines are named by MXNet's domains
-    assert {ln["name"].split(" / ")[0] for ln in lines} == {"MXNET_C_API", "cpu/0", "operator"}
+    # a process's first profile: its lines are named by MXNet's domains; and the steps' line
+    assert {ln["name"].split(" / ")[0] for ln in lines} == {"MXNET_C_API", "cpu/0", "operator", "Training steps"}
+    assert sorted(steps_of(decode_steps(open(xplane, "rb").read()))) == list(range(START, STOP + 1))
     def names(domain):
         return collections.Counter(e[0] for ln in lines if ln["name"].startswith(domain + " /")
                                    for e in ln["events"])

@@ -57,7 +57,7 @@ def test_a_failed_embedding_write_leaves_no_temporary_file_and_no_half_step(tmp_
     w.flush()
     before = non_event_files(tmp_path)
     d1 = safe_path_component("e") + "/00001"
-    assert before == {f"{d1}/tensors.tsv", f"{d1}/metadata.tsv", f"{d1}/sprite.png", PROJECTOR_FILENAME}
+    assert before == {f"{d1}/tensors.bytes", f"{d1}/metadata.tsv", f"{d1}/sprite.png", PROJECTOR_FILENAME}
     config_before = (tmp_path / PROJECTOR_FILENAME).read_bytes()
 
     heal = fail_whole_file_writes(monkeypatch, errno.ENOSPC, after=2)  # tensors, metadata ok; sprite fails
@@ -74,10 +74,10 @@ def test_a_failed_embedding_write_leaves_no_temporary_file_and_no_half_step(tmp_
     w.add_embedding("e", emb, labels, images, global_step=3)
     w.close()
     d3 = safe_path_component("e") + "/00003"
-    assert non_event_files(tmp_path) == before | {f"{d3}/tensors.tsv", f"{d3}/metadata.tsv",
+    assert non_event_files(tmp_path) == before | {f"{d3}/tensors.bytes", f"{d3}/metadata.tsv",
                                                   f"{d3}/sprite.png"}
     text = (tmp_path / PROJECTOR_FILENAME).read_text()
-    assert "00001/tensors.tsv" in text and "00003/sprite.png" in text and "00002" not in text
+    assert "00001/tensors.bytes" in text and "00003/sprite.png" in text and "00002" not in text
     assert readback.scalars(str(tmp_path), ".", "s") == [(1, 1.0)]
 
 
@@ -103,7 +103,7 @@ def test_a_symlink_planted_at_the_temporary_name_is_never_written_through(tmp_pa
     os.symlink(outside, planted)
     dangling = logdir / safe_path_component("e") / f"00001"
     dangling.mkdir(parents=True)
-    os.symlink(tmp_path / "nowhere", dangling / f"tensors.tsv.tmp.{pid}.{tid}")
+    os.symlink(tmp_path / "nowhere", dangling / f"tensors.bytes.tmp.{pid}.{tid}")
     emb, labels, images = embedding()
     w.add_embedding("e", emb, labels, images, global_step=1)
     w.close()
@@ -111,12 +111,11 @@ def test_a_symlink_planted_at_the_temporary_name_is_never_written_through(tmp_pa
     assert not (tmp_path / "nowhere").exists()
     assert os.path.islink(planted)  # someone else's name: left alone
     config = logdir / PROJECTOR_FILENAME
-    assert not os.path.islink(config) and "00001/tensors.tsv" in config.read_text()
-    tensors = (dangling / "tensors.tsv").read_text().splitlines()
-    assert [list(map(np.float32, line.split("\t"))) for line in tensors] == emb.tolist()
+    assert not os.path.islink(config) and "00001/tensors.bytes" in config.read_text()
+    np.testing.assert_array_equal(readback.projector_tensors(str(logdir))["e"], emb)
     assert non_event_files(logdir) == {
-        f"{PROJECTOR_FILENAME}.tmp.{pid}.{tid}", f"e/00001/tensors.tsv.tmp.{pid}.{tid}",
-        "e/00001/tensors.tsv", "e/00001/metadata.tsv", "e/00001/sprite.png", PROJECTOR_FILENAME}
+        f"{PROJECTOR_FILENAME}.tmp.{pid}.{tid}", f"e/00001/tensors.bytes.tmp.{pid}.{tid}",
+        "e/00001/tensors.bytes", "e/00001/metadata.tsv", "e/00001/sprite.png", PROJECTOR_FILENAME}
 
 
 def test_whole_files_are_created_exclusively_with_mode_0644(tmp_path):
@@ -163,7 +162,7 @@ def test_a_real_full_disk_leaves_no_temporary_files_holding_space(tiny_tmpfs):
     w.flush()
     free_before = _free(tiny_tmpfs)
     rng = np.random.default_rng(0)
-    big = rng.standard_normal((4000, 16)).astype(np.float32)  # ~700 kB of tensors.tsv: cannot fit
+    big = rng.standard_normal((8000, 16)).astype(np.float32)  # 512 kB of tensors.bytes: cannot fit
     errors = []
     for step in range(1, 4):
         w.add_embedding("e", big, global_step=step)
@@ -177,7 +176,7 @@ def test_a_real_full_disk_leaves_no_temporary_files_holding_space(tiny_tmpfs):
     w.add_scalar("s", 1.0, 1)
     w.close()
     assert not [f for f in every_file(logdir) if ".tmp." in f]
-    assert non_event_files(logdir) == {f"small/00007/tensors.tsv", PROJECTOR_FILENAME}
+    assert non_event_files(logdir) == {f"small/00007/tensors.bytes", PROJECTOR_FILENAME}
     assert not (logdir / "e").exists()
     assert _free(tiny_tmpfs) >= free_before - 64 * 1024  # the failed files hold no space
     assert readback.scalars(str(logdir), ".", "s") == [(0, 0.0), (1, 1.0)]

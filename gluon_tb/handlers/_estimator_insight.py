@@ -81,6 +81,8 @@ class EstimatorInsight:
         return False
 
     def epoch_end(self, epoch: int) -> None:
+        if self._prof:  # the next epoch's first step starts at its batch_begin
+            self._prof.drop_step()
         if self._filters and not self._out.muted:
             self._filters.epoch_end(epoch)
         if self._proj and not self._out.muted:

@@ -208,7 +208,7 @@ class ModuleProfiler:
             raise ValueError(f"profile_batch cannot start at global batch 0 with TensorBoardCallback: "
                              f"Module.fit calls no callback before its first batch, so the profiler "
                              f"cannot be started before it; start at 1 (profile_batch=(1, ...)), got {value!r}")
-        self._prof = BatchProfiler(batches, out) if batches else None
+        self._prof = BatchProfiler(batches, out, waits=False) if batches else None
         self._out = out
 
     def batch_end(self, k: int, first: bool, last_of_epoch: bool, last_of_fit: bool) -> None:
@@ -218,6 +218,8 @@ class ModuleProfiler:
         if p is None:
             return
         p.batch_end(k)
+        if last_of_epoch:  # the next step starts after the epoch's validation (between_epochs)
+            p.drop_step()
         if last_of_fit:
             p.finish(k)
         if not p.done and p.start <= k <= p.stop:  # batch k ran, unprofiled: nothing came before it

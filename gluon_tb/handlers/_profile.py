@@ -8,8 +8,23 @@ waited on, the profiler stopped, its trace dumped and handed to the writer (run 
 ``plugins/profile/<session>/<host>.xplane.pb``, see ``writer/_summaries/profile.py``), and its aggregate
 table logged as Markdown text ``profile/operator_stats`` at the last profiled batch's step.
 Outside the range no profiler function is called. It profiles once per handler.
+
 (``TensorBoardCallback``: ``Module.fit`` calls nothing before a batch, so the profiler is started at
 the callback before batch ``start``; ``_module_insight.py``'s :class:`~._module_insight.ModuleProfiler`.)
+
+Steps: each profiled batch is marked in the trace, on the profiler's own clock, by an
+``mx.profiler.Task`` ``train <k>`` in the domain ``gluon_tb.step``, which the XSpace builder turns
+into the step events the Profile dashboard's Overview and Input Pipeline Analysis pages read. A
+step runs from the previous batch's ``batch_end`` to its own, so that the loop's wait for the batch
+is in it: the task ``input <k>`` marks that wait, up to ``batch_begin``, and XProf shows it as
+input time, the rest as host compute. The first profiled batch and the first batch of an epoch
+start their step at their ``batch_begin`` (no input part; an epoch's end, validation and
+``epoch_end`` handlers are in no step). Times are the training thread's: with MXNet's
+asynchronous engine, a batch's operators may still run after its ``batch_end`` unless something
+in the loop reads a result (the metric updates of the Estimator and of ``Module.fit`` do). The tasks also
+appear in ``profile/operator_stats`` (section ``gluon_tb.step``).
+``TensorBoardCallback``'s steps have no ``input`` part: they run from one ``batch_end`` callback (or ``eval_end``)
+to the next, and ``Module.fit`` reads the next batch between the two.
 
 A failure of the profiler itself (``set_config``, ``set_state``, ``dump``, ``dumps``) is the
 handler's ``on_error``'s, like a writer's: ``"raise"`` raises it, ``"warn"`` gives one warning
@@ -44,6 +59,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..writer._common.checks import describe, is_python_int
 from ..writer import SummaryWriter
+from ..writer._common.profile_steps import STEP_DOMAIN, STEP_EVENT, WAIT_EVENT
 from ._run_writers import TRAIN, RunWriters, logger
 
 TEXT_TAG = "profile/operator_stats"
@@ -121,18 +137,27 @@ def stats_markdown(table: str) -> str:
 class BatchProfiler:
     """Starts and stops MXNet's profiler around the batches of ``profile_batch``."""
 
-    def __init__(self, batches: Tuple[int, int], out: RunWriters) -> None:
+    def __init__(self, batches: Tuple[int, int], out: RunWriters, waits: bool = True) -> None:
         self.start, self.stop = batches
         self._out = out
+        self._waits = waits  # batch_begin is called: a step's wait for its batch can be marked
         self._dir: Optional[str] = None
         self._first = self.start  # the first profiled batch (a resumed fit's may be later)
         self.done = False
+        self._domain: Any = None
+        self._task: Any = None  # the open step's mx.profiler.Task (see open_step)
+        self._wait: Any = None  # its wait for the batch, until batch_begin
 
     @property
     def running(self) -> bool:
         return self._dir is not None
 
     def batch_begin(self, step: int) -> None:
+        if self.running:
+            if self._task is None:
+                self.open_step(step, wait=False)
+            self._stop(self._wait)
+            self._wait = None
         if self.done or self.running or not self.start <= step <= self.stop:
             return
         self.done = True  # once per handler, whatever happens next
@@ -153,10 +178,56 @@ class BatchProfiler:
             self._out.failed(e)
             return
         self._dir, self._first = folder, step
+        self.open_step(step, wait=False)
+
+    def open_step(self, step: int, wait: bool) -> None:
+        """Start the step marker of global batch ``step``: an ``mx.profiler.Task`` named
+        ``train <step>`` in the domain ``STEP_DOMAIN`` (and, with ``wait``, ``input <step>``
+        until its ``batch_begin``), which the XSpace builder turns into the step events XProf's
+        Overview page reads (``writer/_summaries/profile.py``). MXNet records a task when it
+        stops, so a task dropped unstopped leaves nothing in the trace."""
+        import mxnet as mx
+
+        try:
+            if self._domain is None:
+                self._domain = mx.profiler.Domain(STEP_DOMAIN)
+            task = mx.profiler.Task(self._domain, f"{STEP_EVENT} {step}")
+            task.start()
+            if wait:
+                self._wait = mx.profiler.Task(self._domain, f"{WAIT_EVENT} {step}")
+                self._wait.start()
+        except Exception as e:  # noqa: BLE001 - the profile goes on without step markers
+            self._task = self._wait = None
+            self._out.say_once("profile-steps", f"gluon_tb: profile_batch: no step markers ({type(e).__name__}: "
+                               f"{e})", logging.WARNING)
+            return
+        self._task = task
+
+    @staticmethod
+    def _stop(task: Any) -> None:
+        if task is not None:
+            try:
+                task.stop()
+            except Exception:  # noqa: BLE001 - a missing marker is not worth a training's error
+                pass
+
+    def drop_step(self) -> None:
+        """Forget the open step's tasks unstopped (an epoch ended: the next step starts at its
+        first batch, so that validation and the epoch's handlers are in no step)."""
+        self._task = self._wait = None
 
     def batch_end(self, step: int) -> None:
-        if self.running and step >= self.stop:
+        """The step of ``step`` ends here and the next one starts, so that the wait for the next
+        batch is in its step (dropped by :meth:`drop_step` when the epoch ends)."""
+        if not self.running:
+            return
+        self._stop(self._wait)  # no batch_begin came (Module.fit): the whole step is the batch's
+        self._stop(self._task)
+        self._task = self._wait = None
+        if step >= self.stop:
             self.finish(step)
+        else:
+            self.open_step(step + 1, wait=self._waits)
 
     def finish(self, step: int, log: bool = True) -> None:
         """Stop, dump, hand the trace and the table to the writer, restore the profiler."""
@@ -165,6 +236,7 @@ class BatchProfiler:
             return
         import mxnet as mx
 
+        self.drop_step()  # a step opened after the last batch, for a batch that never came
         self._dir = None
         try:
             try:

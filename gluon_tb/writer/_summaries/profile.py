@@ -15,29 +15,51 @@ of ``mx.profiler.dump()`` into one, with pure functions of Python data:
   its line's ``timestamp_ns`` (the line's first start). Line timestamps count from the trace's
   first event, as TensorFlow's profiler normalizes them: XProf computes picoseconds
   ``timestamp_ns * 1000 + offset_ps`` in int64, which wall-clock nanoseconds (~1.8e18) overflow.
+- :func:`step_spans`: the steps. The handlers mark each profiled batch with MXNet profiler tasks
+  in the domain :data:`STEP_DOMAIN` (``handlers/_profile.py``): ``train <k>`` for the step of
+  global batch k and, where the loop calls ``batch_begin``, ``input <k>`` for its wait for the
+  batch. They are not operator spans: :func:`build_xspace` puts them on a line of their own,
+  ``Training steps``, in XProf's step convention (the one JAX's
+  ``StepTraceAnnotation("train", step_num=k)`` records): an event ``train`` with the stats
+  ``step_num`` = k and ``_r`` = 1 (a root; XProf gives it and the events nested in it on its
+  line one group, a step, and calls it ``train k``), and nested in it ``input`` (with the stat
+  ``_ipl_stage_name``: XProf counts it as time waiting for input) and ``batch``, the rest of
+  the step (host compute: XProf shows a CPU step only if it holds some).
 
 Field numbers, checked against xplane.proto: XSpace planes=1, hostnames=4; XPlane id=1 name=2
-lines=3 event_metadata=4 (map<int64, XEventMetadata>: entry key=1 value=2); XLine id=1 name=2
-timestamp_ns=3 events=4 duration_ps=9 display_id=10 display_name=11; XEvent metadata_id=1
-offset_ps=2 duration_ps=3; XEventMetadata id=1 name=2 display_name=4.
+lines=3 event_metadata=4 stat_metadata=5 (each a map<int64, message>: entry key=1 value=2);
+XLine id=1 name=2 timestamp_ns=3 events=4 duration_ps=9 display_id=10 display_name=11; XEvent
+metadata_id=1 offset_ps=2 duration_ps=3 stats=4; XStat metadata_id=1 int64_value=4
+str_value=5; XEventMetadata id=1 name=2 display_name=4; XStatMetadata id=1 name=2. The stat
+names are XProf's (``xplane_schema.cc`` of TSL): ``step_num``, ``_r``, ``_ipl_stage_name``.
 """
 from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import time
 from typing import Any, Dict, Iterable, List, Mapping, Tuple, Union
 
 from .._common.checks import check_file_name, describe
+from .._common.profile_steps import STEP_DOMAIN, STEP_EVENT, WAIT_EVENT
 from .._format.wire import f_bytes, f_str, f_varint
 
-__all__ = ["trace_events", "trace_spans", "build_xspace", "xspace_from_trace", "PLANE_NAME"]
+__all__ = ["trace_events", "trace_spans", "step_spans", "build_xspace", "xspace_from_trace", "PLANE_NAME",
+           "STEP_DOMAIN", "STEP_EVENT", "WAIT_EVENT"]
 
 PLANE_NAME = "/host:CPU"
 
 # (pid, tid, name, start_ns, duration_ns)
 Span = Tuple[Any, Any, str, int, int]
+# (step number, start_ns, duration_ns, wait_ns)
+Step = Tuple[int, int, int, int]
+BATCH_EVENT = "batch"
+STEP_LINE = "Training steps"
+_STEP_RE = re.compile(rf"({STEP_EVENT}|{WAIT_EVENT}) (\d+)")
+_STAT_STEP_NUM, _STAT_IS_ROOT, _STAT_INPUT_STAGE = 1, 2, 3
+_STATS = ((_STAT_STEP_NUM, "step_num"), (_STAT_IS_ROOT, "_r"), (_STAT_INPUT_STAGE, "_ipl_stage_name"))
 Trace = Union[str, "os.PathLike[str]", Mapping[str, Any], List[Mapping[str, Any]]]
 
 
@@ -118,15 +140,69 @@ def _process_names(events: Iterable[Mapping[str, Any]]) -> Dict[Any, str]:
     return names
 
 
-def build_xspace(spans: List[Span], process_names: Mapping[Any, str] = {}, host: str = "") -> bytes:
-    """The serialized XSpace of ``spans`` (one plane, one line per (pid, tid))."""
+def step_spans(events: Iterable[Mapping[str, Any]]) -> List[Step]:
+    """``(step, start_ns, duration_ns, wait_ns)`` of each ``train <step>`` task of
+    :data:`STEP_DOMAIN`, by start; ``wait_ns`` is its ``input <step>`` task's part of it (0 without)."""
+    steps: Dict[int, Tuple[int, int]] = {}
+    waits: Dict[int, Tuple[int, int]] = {}
+    for _, _, name, start, dur in trace_spans(e for e in events if _is_step_event(e)):
+        m = _STEP_RE.fullmatch(name)
+        if m:
+            (steps if m.group(1) == STEP_EVENT else waits)[int(m.group(2))] = (start, dur)
+    out = []
+    for step, (start, dur) in steps.items():
+        w_start, w_dur = waits.get(step, (start, 0))  # it starts with the step: up to its end
+        out.append((step, start, dur, min(max(w_start + w_dur - start, 0), dur)))
+    return sorted(out, key=lambda s: s[1])
+
+
+def _is_step_event(e: Mapping[str, Any]) -> bool:
+    return str(e.get("cat", "")).split(",")[0] == STEP_DOMAIN
+
+
+def _event(meta_id: int, offset_ns: int, dur_ns: int, stats: bytes = b"") -> bytes:
+    return f_bytes(4, f_varint(1, meta_id) + f_varint(2, offset_ns * 1000) + f_varint(3, dur_ns * 1000) + stats)
+
+
+def _stat(stat_id: int, value: Union[int, str]) -> bytes:
+    return f_bytes(4, f_varint(1, stat_id) + (f_str(5, value) if isinstance(value, str) else f_varint(4, value)))
+
+
+def _steps_line(steps: List[Step], origin: int, line_id: int, meta: Dict[str, int]) -> bytes:
+    """XProf's step convention (what JAX's ``StepTraceAnnotation("train", step_num=n)`` records):
+    an event named ``train`` with the stats ``step_num`` = n and ``_r`` = 1 (a root: XProf's
+    grouping gives it and the events nested in it on its line one ``group_id``). Nested in it:
+    ``input`` (the wait for the batch, with ``_ipl_stage_name``: XProf counts it as input) and
+    ``batch`` (the rest: host compute; a step needs some to be shown)."""
+    t0 = steps[0][1]
+    end = max(s[1] + s[2] for s in steps)
+    events = []
+    for step, start, dur, wait in steps:
+        events.append(_event(meta[STEP_EVENT], start - t0, dur,
+                             _stat(_STAT_STEP_NUM, step) + _stat(_STAT_IS_ROOT, 1)))
+        if wait:
+            events.append(_event(meta[WAIT_EVENT], start - t0, wait, _stat(_STAT_INPUT_STAGE, "DataLoader")))
+        events.append(_event(meta[BATCH_EVENT], start + wait - t0, dur - wait))
+    return f_bytes(3, f_varint(1, line_id) + f_str(2, STEP_LINE) + f_varint(3, t0 - origin) + b"".join(events)
+                   + f_varint(9, (end - t0) * 1000) + f_varint(10, line_id) + f_str(11, STEP_LINE))
+
+
+def build_xspace(spans: List[Span], process_names: Mapping[Any, str] = {}, host: str = "",
+                 steps: List[Step] = []) -> bytes:
+    """The serialized XSpace of ``spans`` (one plane, one line per (pid, tid)) and ``steps``."""
     meta: Dict[str, int] = {}
     lines: Dict[Tuple[Any, Any], List[Span]] = {}
     for s in spans:
         lines.setdefault((s[0], s[1]), []).append(s)
         meta.setdefault(s[2], len(meta) + 1)
-    origin = min((s[3] for s in spans), default=0)
+    origin = min([s[3] for s in spans] + [s[1] for s in steps], default=0)
     body = [f_varint(1, 1), f_str(2, PLANE_NAME)]
+    if steps:
+        for name in (STEP_EVENT, WAIT_EVENT, BATCH_EVENT):
+            meta.setdefault(name, len(meta) + 1)
+        body.append(_steps_line(steps, origin, len(lines) + 1, meta))
+        for sid, sname in _STATS:
+            body.append(f_bytes(5, f_varint(1, sid) + f_bytes(2, f_varint(1, sid) + f_str(2, sname))))
     for line_id, ((pid, tid), items) in enumerate(sorted(lines.items(), key=lambda kv: min(
             s[3] for s in kv[1])), start=1):
         items.sort(key=lambda s: (s[3], -s[4]))  # by start; an enclosing span first
@@ -145,7 +221,8 @@ def build_xspace(spans: List[Span], process_names: Mapping[Any, str] = {}, host:
 
 
 def xspace_from_trace(trace: Trace, host: str = "") -> Tuple[bytes, int]:
-    """``(serialized XSpace, number of events)`` of a Chrome trace (see :func:`trace_events`)."""
+    """``(serialized XSpace, number of operator events)`` of a Chrome trace (see
+    :func:`trace_events`); the step tasks become the ``Training steps`` line (:func:`step_spans`)."""
     events = trace_events(trace)
-    spans = trace_spans(events)
-    return build_xspace(spans, _process_names(events), host), len(spans)
+    spans = trace_spans(e for e in events if not _is_step_event(e))
+    return build_xspace(spans, _process_names(events), host, step_spans(events)), len(spans)
