@@ -6,7 +6,7 @@ import sys
 
 # the files a TensorBoard log directory of gluon_tb holds: event files, the projector's files,
 # and MXNet's profile (an XSpace); anything else in a log directory is not ours to delete
-LOG_FILES = ("projector_config.pbtxt", "tensors.tsv", "metadata.tsv", "sprite.png")
+LOG_FILES = ("projector_config.pbtxt", "tensors.bytes", "tensors.tsv", "metadata.tsv", "sprite.png")
 
 
 def _is_log_file(name: str) -> bool:
