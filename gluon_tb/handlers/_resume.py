@@ -8,8 +8,10 @@ global batch indices from where the checkpoint left off, each step once. In orde
    found a checkpoint (it runs before this handler, priority 0 < 1000, and keeps what it
    loaded in ``trained_epoch``/``trained_batch``, parsed from the checkpoint's name
    ``<prefix>-epoch<E>batch<B>``): with ``fit(epochs=)`` the next epoch is ``E + 1`` and the
-   next batch ``B`` (the count of batches trained); with ``fit(batches=)`` the next batch is
-   ``B + 1`` and the epoch ``E`` (the one that was in progress);
+   next batch the count of batches trained, ``B`` or ``B + 1`` (MXNet names it one short when
+   the first launch already passed ``resume_from_checkpoint=True``; the optimizer's restored
+   update count, else the loader's length, tells which: :func:`_batches_trained`); with
+   ``fit(batches=)`` the next batch is ``B + 1`` and the epoch ``E`` (the one in progress);
 3. otherwise a trainer whose optimizer has already made updates (``trainer.load_states``
    by hand, or a second ``fit`` in the same process with a new handler): the next batch is
    ``optimizer.num_update`` (Keras's ``optimizer.iterations``), the epoch that count over the
@@ -66,8 +68,28 @@ def _from_checkpoint(estimator: Any, scope: FitScope) -> Optional[Start]:
             continue
         if getattr(estimator, "max_batch", None):
             return Start(e, b + 1, f"CheckpointHandler (epoch {e}, batch {b})")
-        return Start(e + 1, b, f"CheckpointHandler (epoch {e}, batch {b})")
+        trained = _batches_trained(estimator, scope.fit_locals().get("train_data"), e, b)
+        return Start(e + 1, trained, f"CheckpointHandler (epoch {e}, batch {b})")
     return None
+
+
+def _batches_trained(estimator: Any, train_data: Any, epoch: int, named: int) -> int:
+    """How many batches the epoch checkpoint ``epoch<epoch>batch<named>`` holds: ``named`` or ``named + 1``.
+
+    MXNet's epoch-end name is ``current_batch + trained_batch``: the count when the first launch
+    had ``resume_from_checkpoint=False``, one less when it had ``True`` (``trained_batch`` is then
+    -1, and each resumed launch keeps the offset). The update count that ``trainer.load_states``
+    brought back, else ``epoch + 1`` whole epochs of the loader, says which; else ``named``.
+    """
+    trainer: Any = getattr(estimator, "trainer", None)
+    try:
+        done = int(trainer.optimizer.num_update)  # restored from the checkpoint's .states
+    except (AttributeError, TypeError, ValueError):
+        done = -1
+    if done in (named, named + 1):
+        return done
+    whole = batches_before(train_data, epoch + 1)
+    return whole if whole is not None and whole in (named, named + 1) else named
 
 
 def _from_optimizer(estimator: Any, scope: FitScope) -> Optional[Start]:
