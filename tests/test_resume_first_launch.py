@@ -44,7 +44,7 @@ SCRIPT = textwrap.dedent("""
     ctx = [mx.cpu()]
     est = t.make_est(t.make_net(ctx), ctx)
     ck = CheckpointHandler(model_dir, model_prefix="m", epoch_period=1, resume_from_checkpoint=resume == "1")
-    tb = TensorBoardHandler(logdir, histogram_period=None, images=False, graph=False)
+    tb = TensorBoardHandler(logdir, histogram_period=None, images=False)
     rec = Recorder()
     est.fit(t.loader(), val_data=t.loader(32, seed=1), event_handlers=[ck, tb, rec], epochs=int(epochs))
     print(json.dumps({"resumed_from": tb.resumed_from, "batches": rec.batches, "epochs": rec.epochs,
@@ -72,6 +72,10 @@ def test_every_batch_once_at_its_index_whatever_the_first_launch(tmp_path, first
     assert [s for s, _ in got] == list(range(16))  # each batch once, at its index
     assert [v for _, v in got] == pytest.approx(trained, rel=1e-5)  # and the value it trained with
     assert [s for s, _ in readback.scalars(d, "train", "epoch_loss")] == [0, 1, 2, 3]
+    # one graph in run train: the resumed process leaves it to the first (issue 27)
+    graphs = [e for f in readback.event_files(os.path.join(d, "train")) for e in readback.raw_events(f)
+              if e.HasField("graph_def")]
+    assert len(graphs) == 1
 
 
 def test_the_count_comes_from_the_loader_when_the_optimizer_cannot_say():

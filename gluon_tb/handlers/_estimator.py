@@ -50,7 +50,7 @@ from ._projector import Embeddings
 from ._word_vectors import WordVectors
 from ._inputs import log_first_batch
 from ._metric_names import scores
-from ._resume import batches_before, continue_at, resume_point
+from ._resume import batches_before, continue_at, graph_logged_before, resume_point
 from ._run_writers import ON_ERROR, TRAIN, RunWriters
 from ._schedule import Period, schedule
 
@@ -73,8 +73,8 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
     ``epoch_<metric>``, ``epoch_learning_rate``, ``epoch_samples_per_second``; histograms
     ``gradients/<param>`` (the batch's gradient, summed over devices, read before the
     optimizer step) and ``weights/<param>`` (after that batch's update) on the
-    ``histogram_period`` schedule; the graph of a hybridized net once, after the first
-    batch; ``first_batch``, the first inputs of every epoch as one image grid. Run
+    ``histogram_period`` schedule; the graph of a hybridized net once per run, after the first
+    batch (not by a ``fit`` that continues a training: its first process logged it); ``first_batch``, the first inputs of every epoch as one image grid. Run
     ``<logdir>/validation``: ``epoch_loss`` and ``epoch_<metric>``, the estimator's own
     values. Metric names lose their ``training``/``validation`` prefix, are lower-cased and
     use ``_`` for spaces. Batch-level steps are the global batch index from 0 across
@@ -292,7 +292,7 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
     # ------------------------------------------------------------ pieces
     def _add_graph(self, net: Any) -> None:
         self._graph_done = True
-        if not self._graph:
+        if not self._graph or graph_logged_before(self._out, self.resumed_from):
             return
         if not getattr(net, "_cached_graph", None):
             self._out.say_once("graph", "gluon_tb: the graph is not logged: the net is not a "

@@ -17,9 +17,10 @@ from ._metric_names import scores
 from ._module_insight import (ModuleFilters, ModuleProfiler, ModuleProjector, ModuleWordVectors, executor_module,
                               module_gradients)
 from ._projector import Embeddings, check_embeddings
-from ._resume import ModuleSteps
+from ._resume import ModuleSteps, graph_logged_before
 from ._run_writers import ON_ERROR, TRAIN, VALIDATION, RunWriters
 from ._schedule import Period, schedule
+from ._symbol import graph_symbol
 from ._word_vectors import WordVectors, check_word_vectors
 
 __all__ = ["TensorBoardCallback"]
@@ -45,7 +46,9 @@ class TensorBoardCallback:
     same callback goes on after the first (``_resume.py``'s :class:`ModuleSteps`);
     ``weights/<name>`` histograms on the ``histogram_period`` schedule (by default of
     ``arg_params`` at each epoch end, at the global index of the epoch's last batch); the
-    module's symbol as the graph, once. The
+    module's symbol as the graph (a ``BucketingModule``'s default bucket), once per run: a ``fit``
+    that continues a training (resumed, or ``initial_epoch``/``initial_step``) leaves it to the
+    process that began it. The
     see-inside options log what :class:`~._estimator.TensorBoardHandler`'s do, under the same tags
     (``_module_insight.py`` says how they work on a symbol).
 
@@ -195,7 +198,7 @@ class TensorBoardCallback:
             self._steps.fit_begins(local, self._out)  # before the first write: it may purge
         k = self._steps.next_batch()
         if not self._graph_done:
-            self._add_graph(getattr(module, "symbol", None))
+            self._add_graph(graph_symbol(module))
         if src is not None and self._every.due(k):
             for tag, v in scores([src], use_global=True):
                 self._out.call(TRAIN, SummaryWriter.add_scalar, f"batch_{tag}", v, k)
@@ -330,9 +333,9 @@ class TensorBoardCallback:
         return list(zip([t for t, _ in pairs], self._mean([v for _, v in pairs])))
 
     def _add_graph(self, symbol: Any) -> None:
+        """Once per run: not by a ``fit`` that continues a training (the process that began it logged it)."""
         if symbol is None:
             return
         self._graph_done = True
-        if not self._graph:
-            return
-        self._out.add_graph(TRAIN, symbol)
+        if self._graph and not graph_logged_before(self._out, self._steps.resumed_from):
+            self._out.add_graph(TRAIN, symbol)

@@ -119,6 +119,16 @@ def continue_at(out: Any, epoch: int, step: int, source: str) -> None:
     out.say_once("resume", f"gluon_tb: continuing at epoch {epoch}, batch {step} (from {source})")
 
 
+def graph_logged_before(out: Any, resumed_from: str) -> bool:
+    """Whether a first ``fit`` that continues a training (``resumed_from``) skips the graph: the
+    process that began the training logged it in ``train``, and TensorBoard keeps one graph per
+    run (a second one is a warning, and replaces the first)."""
+    if resumed_from:
+        out.say_once("graph-resumed", "gluon_tb: the graph is not logged again: this fit continues a "
+                     "training, whose first process logged it")
+    return bool(resumed_from)
+
+
 # ---------------------------------------------------------------- Module.fit
 def batches_before(data: Any, epochs: int) -> Optional[int]:
     """How many batches ``epochs`` whole epochs of the ``DataIter`` ``data`` make; ``None``: unknown.
