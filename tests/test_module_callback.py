@@ -63,8 +63,9 @@ def fit(logdir, metric="acc", oracle=None, epoch_end=None, **kw):
 def test_layout_steps_and_values(tmp_path):
     logdir = str(tmp_path)
     oracle = fit(logdir)
-    expected = {("train", t) for t in ["batch_accuracy", "epoch_accuracy", "__run_graph__"]
-                + [f"weights/{p}" for p in PARAMS]} | {("validation", "epoch_accuracy")}
+    expected = {("train", t) for t in ["batch_accuracy", "epoch_accuracy", "__run_graph__", "epoch_learning_rate",
+                                       "epoch_samples_per_second"]
+                + [f"{k}/{p}" for p in PARAMS for k in ("weights", "gradients")]} | {("validation", "epoch_accuracy")}
     assert readback.tags(logdir) == expected
     assert sorted(os.listdir(logdir)) == ["train", "validation"]
 
@@ -97,7 +98,9 @@ def test_composite_metric_period_and_filter(tmp_path):
     logdir = str(tmp_path)
     fit(logdir, metric=["acc", "ce"], batch_period=3, params="weight", graph=False)
     expected = {("train", t) for t in ["batch_accuracy", "batch_cross-entropy", "epoch_accuracy",
-                                       "epoch_cross-entropy", "weights/fc1_weight", "weights/fc2_weight"]}
+                                       "epoch_cross-entropy", "weights/fc1_weight", "weights/fc2_weight",
+                                       "gradients/fc1_weight", "gradients/fc2_weight", "epoch_learning_rate",
+                                       "epoch_samples_per_second"]}
     expected |= {("validation", "epoch_accuracy"), ("validation", "epoch_cross-entropy")}
     assert readback.tags(logdir) == expected
     assert [s for s, _ in readback.scalars(logdir, "train", "batch_cross-entropy")] == [0, 3, 6]

@@ -70,9 +70,10 @@ def test_every_option_exact_runs_tags_and_steps(tmp_path):
     checks = [0, 3, 6]
     expected = {("train", "__run_graph__"): [0], ("train", "batch_accuracy"): list(range(8)),
                 ("train", "epoch_accuracy"): [0, 1], ("validation", "epoch_accuracy"): [0, 1],
-                ("train", "conv_filters/conv1"): [0, 1], ("train", "feature_maps/conv1"): [0, 1]}
+                ("train", "conv_filters/conv1"): [0, 1], ("train", "feature_maps/conv1"): [0, 1],
+                ("train", "epoch_learning_rate"): [0, 1], ("train", "epoch_samples_per_second"): [0, 1]}
     for p in PARAMS:
-        expected[("train", f"weights/{p}")] = checks
+        expected[("train", f"weights/{p}")] = expected[("train", f"gradients/{p}")] = checks
     for kind in ("grad_norm", "weight_norm", "update_ratio"):
         for p in PARAMS + ["global"]:
             expected[("train", f"{kind}/{p}")] = checks
@@ -86,7 +87,8 @@ def test_default_schedule_is_the_epochs_last_batch(tmp_path):
     fit(TensorBoardCallback(d, grad_health=GradHealth(per_param=False), weights=False, graph=False))
     got = steps(d)
     assert {rt: s for rt, s in got.items() if "/" in rt[1]} == {
-        ("train", f"{k}/global"): [3, 7] for k in ("grad_norm", "weight_norm", "update_ratio")}
+        ("train", f"{k}/global"): [3, 7] for k in ("grad_norm", "weight_norm", "update_ratio")} | {
+        ("train", f"gradients/{p}"): [3, 7] for p in PARAMS}
 
 
 # ------------------------------------------------------------ values
@@ -222,7 +224,9 @@ def test_fit_ends_with_a_flush_of_every_run_after_the_last_values(tmp_path, monk
     cb = TensorBoardCallback(d, flush_secs=3600, batch_period=None)
     try:
         fit(cb, close=False)
-        assert order[-4:] == [("add_scalar", "train", "epoch_accuracy", 1),
+        assert order[-6:] == [("add_scalar", "train", "epoch_accuracy", 1),
+                              ("add_scalar", "train", "epoch_learning_rate", 1),
+                              ("add_scalar", "train", "epoch_samples_per_second", 1),
                               ("add_scalar", "validation", "epoch_accuracy", 1),
                               ("flush", "train"), ("flush", "validation")]
         assert [o for o in order if o[0] == "flush"] == [("flush", "train"), ("flush", "validation")]

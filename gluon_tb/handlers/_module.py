@@ -16,6 +16,7 @@ from ._health import GradHealth, HealthMonitor, check_grad_health
 from ._metric_names import scores
 from ._module_insight import (ModuleFilters, ModuleProfiler, ModuleProjector, ModuleWordVectors, executor_module,
                               module_gradients)
+from ._module_rates import ModuleRates
 from ._projector import Embeddings, check_embeddings
 from ._resume import ModuleSteps, graph_logged_before
 from ._run_writers import ON_ERROR, TRAIN, VALIDATION, RunWriters
@@ -44,8 +45,13 @@ class TensorBoardCallback:
     ``validation`` at the epoch index. A ``fit(begin_epoch=E)`` resumed in a new process
     continues both (batches at ``E`` times the batches per epoch), a second ``fit`` with the
     same callback goes on after the first (``_resume.py``'s :class:`ModuleSteps`);
-    ``weights/<name>`` histograms on the ``histogram_period`` schedule (by default of
-    ``arg_params`` at each epoch end, at the global index of the epoch's last batch); the
+    ``epoch_learning_rate`` (the rate of the epoch's last update, from the optimizer and its
+    ``lr_scheduler``) and ``epoch_samples_per_second`` (the epoch's batch sizes along the batch
+    axis of the first input, over the seconds from the epoch's start to ``epoch_end``) in
+    ``train`` (``_module_rates.py``); ``gradients/<name>`` histograms (the batch's gradient in the
+    executors, summed over devices, as backward left it) and ``weights/<name>`` histograms on the
+    ``histogram_period`` schedule (weights by default from ``arg_params`` at each epoch end, both
+    at the global index of the epoch's last batch); the
     module's symbol as the graph (a ``BucketingModule``'s default bucket), once per run: a ``fit``
     that continues a training (resumed, or ``initial_epoch``/``initial_step``) leaves it to the
     process that began it. The
@@ -76,8 +82,9 @@ class TensorBoardCallback:
             under ``<logdir>/worker_<rank>/``. As for :class:`~._estimator.TensorBoardHandler`.
         storage_options: for a URL ``logdir`` (``s3://bucket/run``), keyword arguments of
             its fsspec file system (``{"endpoint_url": ..., "key": ..., "secret": ...}``).
-        histogram_period: when ``weights/<name>`` and ``grad_health`` are logged: ``"epoch"``
-            (default): at each epoch end (``grad_health`` at the epoch's last batch); an int
+        histogram_period: when ``gradients/<name>``, ``weights/<name>`` and ``grad_health`` are
+            logged: ``"epoch"`` (default): at each epoch end (gradients and ``grad_health`` at
+            the epoch's last batch); an int
             ``k``: at global batches ``0, k, 2k, ...`` (weights as the module's executors hold
             them after that batch's update); ``None``: never.
         histogram_sample: a parameter with more values than this is histogrammed from an
@@ -159,6 +166,7 @@ class TensorBoardCallback:
         words = check_word_vectors(word_vectors)
         self._words = ModuleWordVectors(words, self._out) if words else None
         self._prof = ModuleProfiler(profile_batch, self._out)
+        self._rates = ModuleRates()
         self._last_epoch = -1  # the last epoch of the running fit (from its num_epoch)
         self._has_eval = False
         self._evals = 0  # eval_end calls in the running fit
@@ -196,7 +204,10 @@ class TensorBoardCallback:
             self._words.see_symbol(module.symbol)  # a ValueError before anything is written
         if begins:
             self._steps.fit_begins(local, self._out)  # before the first write: it may purge
+            self._rates.fit_begins()
         k = self._steps.next_batch()
+        if module is not None:
+            self._rates.see_batch(module, local)
         if not self._graph_done:
             self._add_graph(graph_symbol(module))
         if src is not None and self._every.due(k):
@@ -223,7 +234,7 @@ class TensorBoardCallback:
         if not self._graph_done and symbol is not None:
             self._add_graph(symbol)
         if self._train_src is not None:
-            for tag, v in self._shared(scores([self._train_src], use_global=True)):
+            for tag, v in self._epoch_train_values():
                 self._out.call(TRAIN, SummaryWriter.add_scalar, f"epoch_{tag}", v, epoch)
         else:
             self._out.say_once("no-batches", "gluon_tb: pass the callback as batch_end_callback too, "
@@ -304,7 +315,7 @@ class TensorBoardCallback:
         self._out.flush()
 
     def _check_params(self, module: Any, k: int) -> None:
-        """Weights (int schedule) and grad_health of global batch ``k``, after its update."""
+        """Gradients, weights (int schedule) and grad_health of global batch ``k``, after its update."""
         module = executor_module(module)
         if module is None:
             self._out.say_once("no-exec", "gluon_tb: this module has no executor group of its own; "
@@ -316,8 +327,11 @@ class TensorBoardCallback:
                       for n, ws in zip(g.param_names, g.param_arrays) if self._want(n)}
             if arrays:
                 self._out.call(TRAIN, SummaryWriter.add_histograms, arrays, k)
+        grads, params, trainer = module_gradients(module, self._want)
+        if grads:  # the batch's gradients: summed over devices, as backward left them (one event)
+            self._out.call(TRAIN, SummaryWriter.add_histograms,
+                           {f"gradients/{n}": sampled(g, self._sample) for n, g in grads}, k)
         if self._health:
-            grads, params, trainer = module_gradients(module, self._want)
             self._health.observe(k, grads, params)
             self._health.finish(trainer)
 
@@ -325,6 +339,15 @@ class TensorBoardCallback:
         w = detect(module=module)
         self._worker = w
         self._mean = place(self._out, w, self._dist_mode)
+
+    def _epoch_train_values(self) -> list:
+        """The epoch's metric values, learning rate and throughput (``_module_rates.py``), shared
+        over the workers in one collective call (the throughput is their sum)."""
+        pairs = scores([self._train_src], use_global=True) + self._rates.epoch_values()
+        shared = self._shared(pairs)
+        if self._mean.shared and self._worker is not None:
+            shared = [(t, v * self._worker.size if t == "samples_per_second" else v) for t, v in shared]
+        return shared
 
     def _shared(self, pairs: list) -> list:
         """The pairs with their values averaged over the workers (collective when shared)."""
