@@ -57,7 +57,7 @@ def main(argv=None) -> None:
         warnings.simplefilter("ignore", UserWarning)
         est.fit(train, val_data=val, epochs=args.epochs, event_handlers=[tb])
 
-    print(f"TensorBoard logs written to {os.path.abspath(args.logdir)} (runs: train, validation)")
+    print(f"TensorBoard logs written to {os.path.abspath(args.logdir)} (runs: train, train_batch, validation)")
     print(f"View them with:\n    {tensorboard_command()} --logdir {args.logdir}")
     print("then open the train and validation epoch curves at\n"
           "    http://localhost:6006/#scalars&tagFilter=%5Eepoch_")

@@ -53,7 +53,7 @@ def main(argv=None) -> None:
                 epoch_end_callback=cb.epoch_end, eval_end_callback=cb.eval_end)
 
     logdir = os.path.abspath(args.logdir)
-    print(f"TensorBoard logs written to {logdir} (runs: train, validation; projector in train)")
+    print(f"TensorBoard logs written to {logdir} (runs: train, train_batch, validation; projector in train)")
     print(f"View them with:\n    tensorboard --logdir {logdir}")
 
 

@@ -105,7 +105,7 @@ def test_learning_rate_throughput_and_gradients_are_what_the_training_computed(t
                                                                              - rec.tic[e])
     # gradients of the epoch's last batch, summed over devices, at its global index
     for p in PARAMS:
-        events = readback.tensor_events(d, "train", f"gradients/{p}")
+        events = readback.tensor_events(d, "train_batch", f"gradients/{p}")
         assert [e.step for e in events] == [5, 11, 17]
         for ev, want in zip(events, per_epoch_last(rec.grads)):
             assert histogram(ev) == pytest.approx((want[p].size, want[p].min(), want[p].max()), rel=1e-5, abs=1e-7)
@@ -115,7 +115,7 @@ def test_gradients_on_an_int_schedule(tmp_path):
     d = str(tmp_path)
     rec, _ = fit(d, histogram_period=4, params="fc2")
     for p in ("fc2_weight", "fc2_bias"):
-        events = readback.tensor_events(d, "train", f"gradients/{p}")
+        events = readback.tensor_events(d, "train_batch", f"gradients/{p}")
         assert [e.step for e in events] == [0, 4, 8, 12, 16]
         for ev in events:
             want = rec.grads[ev.step][p]

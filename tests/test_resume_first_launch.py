@@ -68,7 +68,7 @@ def test_every_batch_once_at_its_index_whatever_the_first_launch(tmp_path, first
     assert second["resumed_from"].startswith("CheckpointHandler (epoch 1, batch")
     trained = first["batches"] + second["batches"]
     assert len(trained) == 16
-    got = readback.scalars(d, "train", "batch_loss")
+    got = readback.scalars(d, "train_batch", "batch_loss")
     assert [s for s, _ in got] == list(range(16))  # each batch once, at its index
     assert [v for _, v in got] == pytest.approx(trained, rel=1e-5)  # and the value it trained with
     assert [s for s, _ in readback.scalars(d, "train", "epoch_loss")] == [0, 1, 2, 3]

@@ -51,7 +51,7 @@ from ._word_vectors import WordVectors
 from ._inputs import log_first_batch
 from ._metric_names import scores
 from ._resume import batches_before, continue_at, graph_logged_before, resume_point
-from ._run_writers import ON_ERROR, TRAIN, RunWriters
+from ._run_writers import ON_ERROR, TRAIN, TRAIN_BATCH, RunWriters
 from ._schedule import Period, schedule
 
 __all__ = ["TensorBoardHandler"]
@@ -67,19 +67,22 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
                 event_handlers=[TensorBoardHandler("logs/run1")])
         # then: tensorboard --logdir logs
 
-    Run ``<logdir>/train``: ``batch_loss`` (mean loss of the batch) and ``batch_<metric>``
-    (the estimator's running epoch value) every ``batch_period`` batches; ``epoch_loss`` (the
-    estimator's loss metric, or the mean of the epoch's batch losses when it has none),
-    ``epoch_<metric>``, ``epoch_learning_rate``, ``epoch_samples_per_second``; histograms
-    ``gradients/<param>`` (the batch's gradient, summed over devices, read before the
-    optimizer step) and ``weights/<param>`` (after that batch's update) on the
-    ``histogram_period`` schedule; the graph of a hybridized net once per run, after the first
-    batch (not by a ``fit`` that continues a training: its first process logged it); ``first_batch``, the first inputs of every epoch as one image grid. Run
-    ``<logdir>/validation``: ``epoch_loss`` and ``epoch_<metric>``, the estimator's own
-    values. Metric names lose their ``training``/``validation`` prefix, are lower-cased and
-    use ``_`` for spaces. Batch-level steps are the global batch index from 0 across
-    epochs; epoch-level steps the epoch index from 0. Steps go on if the same handler is
-    passed to a second ``fit``.
+    Run ``<logdir>/train`` (step: the epoch): ``epoch_loss`` (the estimator's loss metric, or
+    the mean of the epoch's batch losses when it has none), ``epoch_<metric>``,
+    ``epoch_learning_rate``, ``epoch_samples_per_second``; the graph of a hybridized net once
+    per run, after the first batch (not by a ``fit`` that continues a training: its first
+    process logged it); ``first_batch``, the first inputs of every epoch as one image grid.
+    Run ``<logdir>/train_batch`` (step: the global batch): ``batch_loss`` (mean loss of the
+    batch) and ``batch_<metric>`` (the estimator's running epoch value) every
+    ``batch_period`` batches; histograms ``gradients/<param>`` (the batch's gradient, summed
+    over devices, read before the optimizer step) and ``weights/<param>`` (after that
+    batch's update) on the ``histogram_period`` schedule; ``grad_health``'s scalars and the
+    profiler's output. Run ``<logdir>/validation``: ``epoch_loss`` and ``epoch_<metric>``,
+    the estimator's own values. Metric names lose their ``training``/``validation`` prefix,
+    are lower-cased and use ``_`` for spaces. Batch-level steps are the global batch index
+    from 0 across epochs; epoch-level steps the epoch index from 0. Steps go on if the same
+    handler is passed to a second ``fit``. A resumed training hides what an earlier process
+    logged from the resume point on, in each run at its own step (``_resume.py``).
 
     Args:
         logdir: the log directory; run directories are created in it on first write.
@@ -178,7 +181,7 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
 
     @property
     def logdir(self) -> str:
-        """The log directory (runs ``train`` and ``validation`` are inside it)."""
+        """The log directory (runs ``train``, ``train_batch`` and ``validation`` are inside it)."""
         return self._out.logdir
 
     @property
@@ -233,9 +236,9 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
         if self._every.due(k):
             if losses:
                 # copy=False: the loss arrays are fresh outputs
-                self._out.call(TRAIN, SummaryWriter.add_mean, "batch_loss", losses, k, copy=False)
+                self._out.call(TRAIN_BATCH, SummaryWriter.add_mean, "batch_loss", losses, k, copy=False)
             for tag, v in scores(estimator.train_metrics, skip_loss=bool(losses)):
-                self._out.call(TRAIN, SummaryWriter.add_scalar, f"batch_{tag}", v, k)
+                self._out.call(TRAIN_BATCH, SummaryWriter.add_scalar, f"batch_{tag}", v, k)
         if self._out.muted:  # a worker other than rank 0: only the epoch values are shared
             self._step += 1
             self._in_epoch += 1

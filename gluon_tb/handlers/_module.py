@@ -19,7 +19,7 @@ from ._module_insight import (ModuleFilters, ModuleProfiler, ModuleProjector, Mo
 from ._module_rates import ModuleRates
 from ._projector import Embeddings, check_embeddings
 from ._resume import ModuleSteps, graph_logged_before
-from ._run_writers import ON_ERROR, TRAIN, VALIDATION, RunWriters
+from ._run_writers import ON_ERROR, TRAIN, TRAIN_BATCH, VALIDATION, RunWriters
 from ._schedule import Period, schedule
 from ._symbol import graph_symbol
 from ._word_vectors import WordVectors, check_word_vectors
@@ -28,7 +28,7 @@ __all__ = ["TensorBoardCallback"]
 
 
 class TensorBoardCallback:
-    """Logs ``Module.fit`` to TensorBoard: runs ``train`` and ``validation`` under ``logdir``.
+    """Logs ``Module.fit`` to TensorBoard: runs ``train``, ``train_batch`` and ``validation`` under ``logdir``.
 
     Example::
 
@@ -39,22 +39,23 @@ class TensorBoardCallback:
                 epoch_end_callback=cb.epoch_end, eval_end_callback=cb.eval_end)
         cb.close()
 
-    Writes ``batch_<metric>`` in ``train`` every ``batch_period`` batches at the global batch
-    index (from 0 across epochs); ``epoch_<metric>`` in ``train`` (from the epoch-wide
-    values, which ``Speedometer(auto_reset=True)``'s ``reset_local()`` leaves intact) and in
-    ``validation`` at the epoch index. A ``fit(begin_epoch=E)`` resumed in a new process
-    continues both (batches at ``E`` times the batches per epoch), a second ``fit`` with the
-    same callback goes on after the first (``_resume.py``'s :class:`ModuleSteps`);
-    ``epoch_learning_rate`` (the rate of the epoch's last update, from the optimizer and its
-    ``lr_scheduler``) and ``epoch_samples_per_second`` (the epoch's batch sizes along the batch
-    axis of the first input, over the seconds from the epoch's start to ``epoch_end``) in
-    ``train`` (``_module_rates.py``); ``gradients/<name>`` histograms (the batch's gradient in the
-    executors, summed over devices, as backward left it) and ``weights/<name>`` histograms on the
-    ``histogram_period`` schedule (weights by default from ``arg_params`` at each epoch end, both
-    at the global index of the epoch's last batch); the
-    module's symbol as the graph (a ``BucketingModule``'s default bucket), once per run: a ``fit``
-    that continues a training (resumed, or ``initial_epoch``/``initial_step``) leaves it to the
-    process that began it. The
+    Writes, in run ``train_batch`` at the global batch index (from 0 across epochs):
+    ``batch_<metric>`` every ``batch_period`` batches; ``gradients/<name>`` (the batch's gradient
+    in the executors, summed over devices, as backward left it) and ``weights/<name>`` histograms
+    on the ``histogram_period`` schedule (weights by default from ``arg_params`` at each epoch
+    end; both at the index of the epoch's last batch); ``grad_health`` and the profiler's
+    output. In runs ``train`` and ``validation`` at the epoch index: ``epoch_<metric>`` (from
+    the epoch-wide values, which ``Speedometer(auto_reset=True)``'s ``reset_local()`` leaves
+    intact); in ``train`` also ``epoch_learning_rate`` (the rate of the epoch's last update,
+    from the optimizer and its ``lr_scheduler``), ``epoch_samples_per_second`` (the epoch's
+    batch sizes along the batch axis of the first input, over the seconds from the epoch's
+    start to ``epoch_end``; ``_module_rates.py``) and the module's symbol as the graph (a
+    ``BucketingModule``'s default bucket), once per run: a ``fit`` that continues a training
+    (resumed, or ``initial_epoch``/``initial_step``) leaves it to the process that began it. A
+    ``fit(begin_epoch=E)`` resumed in a new process continues the steps (batches at ``E``
+    times the batches per epoch) and hides what an earlier process logged from there on, each
+    run at its own step; a second ``fit`` with the same callback goes on after the first
+    (``_resume.py``'s :class:`ModuleSteps`). The
     see-inside options log what :class:`~._estimator.TensorBoardHandler`'s do, under the same tags
     (``_module_insight.py`` says how they work on a symbol).
 
@@ -173,7 +174,7 @@ class TensorBoardCallback:
 
     @property
     def logdir(self) -> str:
-        """The log directory (runs ``train`` and ``validation`` are inside it)."""
+        """The log directory (runs ``train``, ``train_batch`` and ``validation`` are inside it)."""
         return self._out.logdir
 
     @property
@@ -212,7 +213,7 @@ class TensorBoardCallback:
             self._add_graph(graph_symbol(module))
         if src is not None and self._every.due(k):
             for tag, v in scores([src], use_global=True):
-                self._out.call(TRAIN, SummaryWriter.add_scalar, f"batch_{tag}", v, k)
+                self._out.call(TRAIN_BATCH, SummaryWriter.add_scalar, f"batch_{tag}", v, k)
         if module is None or self._out.muted:
             return
         if begins:
@@ -244,7 +245,7 @@ class TensorBoardCallback:
             arrays = {f"weights/{name}": sampled(arg_params[name], self._sample)
                       for name in sorted(arg_params) if self._want(name)}
             if arrays:  # one call: one MXNet operation copies them all
-                self._out.call(TRAIN, SummaryWriter.add_histograms, arrays, step)
+                self._out.call(TRAIN_BATCH, SummaryWriter.add_histograms, arrays, step)
         if self._out.muted:
             return
         if self._filters:
@@ -326,10 +327,10 @@ class TensorBoardCallback:
             arrays = {f"weights/{n}": sampled(ws[0], self._sample)
                       for n, ws in zip(g.param_names, g.param_arrays) if self._want(n)}
             if arrays:
-                self._out.call(TRAIN, SummaryWriter.add_histograms, arrays, k)
+                self._out.call(TRAIN_BATCH, SummaryWriter.add_histograms, arrays, k)
         grads, params, trainer = module_gradients(module, self._want)
         if grads:  # the batch's gradients: summed over devices, as backward left them (one event)
-            self._out.call(TRAIN, SummaryWriter.add_histograms,
+            self._out.call(TRAIN_BATCH, SummaryWriter.add_histograms,
                            {f"gradients/{n}": sampled(g, self._sample) for n, g in grads}, k)
         if self._health:
             self._health.observe(k, grads, params)

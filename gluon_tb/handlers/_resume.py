@@ -18,11 +18,16 @@ global batch indices from where the checkpoint left off, each step once. In orde
    training loader's length, when it has one.
 
 Points that an earlier process logged past the resume point (it crashed after saving the
-checkpoint) are hidden by TensorBoard's purge: the first event file of the resumed run
-``train`` starts with a ``SessionLog.START`` at the next batch index, ``validation`` at the
-next epoch (see :class:`~gluon_tb.writer.SummaryWriter`'s ``purge_step``). One purge step per
-run: epoch-level points of ``train`` that the earlier process logged after its checkpoint
-stay visible when checkpoints are further apart than epochs (``epoch_period > 1``).
+checkpoint, or the training resumes from an older checkpoint) are hidden by TensorBoard's purge:
+the first event file of each resumed run starts with a ``SessionLog.START`` at its own next step
+(see :class:`~gluon_tb.writer.SummaryWriter`'s ``purge_step``): ``train_batch`` (batch-level
+points, step = global batch index) at the next batch, ``train`` and ``validation`` (epoch-level
+points, step = epoch) at the next epoch. That is why the two kinds of point live in runs of their
+own: TensorBoard's Python reader purges every tag of a run at a START step, so one run on two step
+axes has no purge step that serves both. Its Rust loader (``--load_fast``, the default) ignores
+``SessionLog.START``; it drops a series' points at and after a step when a point at or before that
+step comes again, so there each tag shows the resumed process's points once it logs them, and an
+earlier point of a tag that the resumed process never logs again stays visible.
 
 ``Module.fit`` (:class:`ModuleSteps`, for ``TensorBoardCallback``) has no checkpoint handler
 to ask: a resumed ``fit`` says ``begin_epoch=``, and the batch index is that epoch times the
@@ -35,7 +40,7 @@ from typing import Any, Mapping, NamedTuple, Optional
 
 from ..writer._common.checks import is_python_int
 from ._hooks import FitScope
-from ._run_writers import TRAIN, VALIDATION
+from ._run_writers import TRAIN, TRAIN_BATCH, VALIDATION
 
 
 class Start(NamedTuple):
@@ -106,16 +111,17 @@ def _from_optimizer(estimator: Any, scope: FitScope) -> Optional[Start]:
 
 def continue_at(out: Any, epoch: int, step: int, source: str) -> None:
     """A first ``fit`` that starts past 0: hide what an earlier process logged from there on
-    (``train`` from the batch index, ``validation`` from the epoch) and say where it starts.
+    (``train_batch`` from the batch index, ``train`` and ``validation`` from the epoch) and say
+    where it starts.
 
-    A batch index of 0 purges nothing: it would hide every earlier point of ``train``.
+    An index of 0 purges nothing: it would hide every earlier point of its runs.
     """
     if not (step or epoch):
         return
     if step:
-        out.purge[TRAIN] = step
+        out.purge[TRAIN_BATCH] = step
     if epoch:
-        out.purge[VALIDATION] = epoch
+        out.purge[TRAIN] = out.purge[VALIDATION] = epoch
     out.say_once("resume", f"gluon_tb: continuing at epoch {epoch}, batch {step} (from {source})")
 
 
@@ -166,8 +172,8 @@ class ModuleSteps:
     ``Module.fit`` numbers its epochs from ``begin_epoch`` and tells a callback nothing of
     global batches. The callback's first ``fit`` starts at ``initial_epoch`` (else
     ``begin_epoch``) and ``initial_step`` (else that epoch times ``train_data``'s batches per
-    epoch, see :func:`batches_before`); when it starts past 0, ``train`` is purged at the
-    step and ``validation`` at the epoch, as for the estimator. A later ``fit`` (or a refit
+    epoch, see :func:`batches_before`); when it starts past 0, ``train_batch`` is purged at
+    the step, ``train`` and ``validation`` at the epoch, as for the estimator. A later ``fit`` (or a refit
     after one that raised) continues: its batches go on from the last one logged, its epochs
     from ``max(begin_epoch, the epoch after the last one that ended)``.
     """
