@@ -121,3 +121,17 @@ def test_gradients_on_an_int_schedule(tmp_path):
             want = rec.grads[ev.step][p]
             assert histogram(ev) == pytest.approx((want.size, want.min(), want.max()), rel=1e-5, abs=1e-7)
     assert not any(t.startswith("gradients/fc1") for _, t in readback.tags(d))
+
+
+def test_samples_are_counted_along_the_batch_axis_of_the_layout():
+    """MXNet's RNN examples lay sequences out time-major (``"TNC"``): the batch axis is 1."""
+    from types import SimpleNamespace
+
+    from gluon_tb.handlers._module_rates import batch_samples
+
+    batch = mx.io.DataBatch([mx.nd.zeros((35, 20, 8))],
+                            provide_data=[mx.io.DataDesc("data", (35, 20, 8), layout="TNC")])
+    assert batch_samples(None, batch) == 20
+    bound = SimpleNamespace(data_shapes=[mx.io.DataDesc("data", (16, 5), layout="NT")])
+    assert batch_samples(bound, mx.io.DataBatch([mx.nd.zeros((16, 5))])) == 16  # NDArrayIter's batches: none given
+    assert batch_samples(None, mx.io.DataBatch([mx.nd.zeros((7, 3))])) == 7  # nothing else: the first axis

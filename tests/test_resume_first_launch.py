@@ -91,3 +91,21 @@ def test_the_count_comes_from_the_loader_when_the_optimizer_cannot_say():
     counted = SimpleNamespace(trainer=SimpleNamespace(optimizer=SimpleNamespace(num_update=8)))
     assert _batches_trained(counted, None, 1, 7) == 8
     assert _batches_trained(counted, None, 1, 30) == 30  # a count that does not fit the name: the name
+
+
+@pytest.mark.parametrize("first_resume", [1, 0])
+def test_a_fit_by_batches_resumes_at_the_next_batch_whatever_the_first_launch(tmp_path, first_resume):
+    """``fit(batches=)`` checkpoints name the last trained batch's index either way (``epoch1batch5``
+    after 6 batches): the next batch is that index + 1."""
+    import test_user_configs as t
+
+    d, m = str(tmp_path / "logs"), str(tmp_path / "model")
+    crashed = t.run_script(d, m, "batches", 12, first_resume, 8)  # checkpoints after batches 2 and 5, dies at 7
+    assert crashed.returncode == 3, crashed.stderr[-3000:]
+    assert sorted(f for f in os.listdir(m) if f.endswith(".params"))[-1] == "m-epoch1batch5.params"
+    second = t.run_script(d, m, "batches", 12, 1, 0)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "CheckpointHandler (epoch 1, batch 5)" in second.stdout
+    assert [s for s, _ in readback.scalars(d, "train_batch", "batch_loss")] == list(range(12))
+    newest = readback.event_files(os.path.join(d, "train_batch"))[-1]
+    assert {e.step for e in readback.raw_events(newest) if e.summary.value} == set(range(6, 12))
