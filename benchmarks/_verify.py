@@ -156,7 +156,7 @@ def check_mlp(logdir: str, writer: str, total: int, res: dict) -> dict:
 def _check_mlp_block(logdir: str, total: int) -> dict:
     mux = _mux(logdir)
     runs = mux.Runs()
-    run = "train" if "train" in runs else "."
+    run = next((r for r in ("train_batch", "train") if r in runs), ".")
     if run not in runs:
         return _fail(f"no run in {sorted(runs)}")
     tags = set(runs[run].get("tensors", []))
@@ -202,24 +202,24 @@ def _fit_expected(writer: str, config: str, names: List[str], epochs: int) -> Di
     batches = epochs * BATCHES
     every = config == "alloptions"
     hists = batches if every else epochs
-    if writer == "gluon_tb":
-        run, val = "train", "validation"
-        want = {(run, t): batches for t in ("batch_loss", "batch_accuracy")}
+    if writer == "gluon_tb":  # batch-level points in train_batch, epoch-level in train
+        run, val, bat = "train", "validation", "train_batch"
+        want = {(bat, t): batches for t in ("batch_loss", "batch_accuracy")}
         want.update({(run, f"epoch_{t}"): epochs for t in ("loss", "accuracy", "learning_rate",
                                                           "samples_per_second")})
         want.update({(val, "epoch_loss"): epochs, (val, "epoch_accuracy"): epochs, (run, "__run_graph__"): 1})
         health = ["global"] + names
         maps = ["first_batch", "conv_filters/net_conv0", "feature_maps/net_conv0"]
     else:
-        run = "."
+        run = bat = "."
         want = {(run, "batch_loss"): batches, (run, "epoch_training_accuracy"): epochs,
                 (run, "epoch_validation_accuracy"): epochs}
         health = names
-        want[(run, "grad_norm/global")] = batches if every else 0
+        want[(bat, "grad_norm/global")] = batches if every else 0
         maps = ["first_batch", "conv_filters", "feature_maps"]
-    want.update({(run, f"{k}/{n}"): hists for n in names for k in ("gradients", "weights")})
+    want.update({(bat, f"{k}/{n}"): hists for n in names for k in ("gradients", "weights")})
     if every:
-        want.update({(run, f"{k}/{n}"): batches for n in health for k in ("grad_norm", "weight_norm",
+        want.update({(bat, f"{k}/{n}"): batches for n in health for k in ("grad_norm", "weight_norm",
                                                                            "update_ratio")})
         want.update({(run, t): epochs for t in maps})
     return {k: v for k, v in want.items() if v}

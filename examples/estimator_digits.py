@@ -60,7 +60,7 @@ def main(argv=None) -> None:
         est.fit(train, val_data=val, epochs=args.epochs, event_handlers=[tb])
 
     # the train and validation epoch curves, one chart per tag
-    print_how_to_open(args.logdir, "runs: train, validation", "http://localhost:6006/#scalars&tagFilter=%5Eepoch_")
+    print_how_to_open(args.logdir, "runs: train, train_batch, validation", "http://localhost:6006/#scalars&tagFilter=%5Eepoch_")
 
 
 if __name__ == "__main__":

@@ -54,7 +54,7 @@ def main(argv=None) -> None:
                 batch_end_callback=[mx.callback.Speedometer(args.batch_size, 10), cb],
                 epoch_end_callback=cb.epoch_end, eval_end_callback=cb.eval_end)
 
-    print_how_to_open(args.logdir, "runs: train, validation; projector in train")
+    print_how_to_open(args.logdir, "runs: train, train_batch, validation; projector in train")
 
 
 if __name__ == "__main__":

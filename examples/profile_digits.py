@@ -6,7 +6,7 @@
 
 ``TensorBoardHandler(logdir, profile_batch=(10, 12))`` runs MXNet's profiler over global batches
 10 to 12 of ``Estimator.fit`` and writes their timeline as
-``<logdir>/train/plugins/profile/<session>/<host>.xplane.pb`` for TensorBoard's Profile dashboard,
+``<logdir>/train_batch/plugins/profile/<session>/<host>.xplane.pb`` for TensorBoard's Profile dashboard,
 and MXNet's per-operator table as the text ``profile/operator_stats`` (Text dashboard).
 
 The Profile dashboard is the ``tensorboard-plugin-profile`` package (XProf 2.24), which needs
@@ -68,7 +68,7 @@ def main(argv=None) -> None:
         warnings.simplefilter("ignore", UserWarning)
         est.fit(train, val_data=val, epochs=args.epochs, event_handlers=[tb])
 
-    files = glob.glob(os.path.join(args.logdir, "train", "plugins", "profile", "*", "*.xplane.pb"))
+    files = glob.glob(os.path.join(args.logdir, "train_batch", "plugins", "profile", "*", "*.xplane.pb"))
     if not files:
         sys.exit(f"no profile was written: fewer than {start + 1} batches were trained")
     print(f"MXNet's profile of global batches {start} to {stop}: {os.path.abspath(files[0])}")

@@ -131,3 +131,16 @@ def projector_tensors(run_dir: str) -> dict:
         except UnicodeDecodeError:
             out[e.tensor_name] = pp._read_tensor_binary_file(path, list(e.tensor_shape))
     return out
+
+
+BATCH_LEVEL = ("batch_", "gradients/", "weights/", "grad_norm/", "weight_norm/", "update_ratio/", "grad_health",
+               "profile/")
+
+
+def train_run(tag: str) -> str:
+    """The handlers' run of a training tag: ``train_batch`` for batch-level ones, else ``train``."""
+    return "train_batch" if tag.startswith(BATCH_LEVEL) else "train"
+
+#: what every training epoch adds to run ``train`` (both adapters): rate, throughput, time split
+EPOCH_EXTRAS = ("epoch_learning_rate", "epoch_samples_per_second", "epoch_input_wait_seconds",
+                "epoch_batch_seconds", "epoch_input_wait_fraction")

@@ -54,15 +54,13 @@ def test_a_script_that_only_calls_autolog_logs_both_apis(tmp_path):
     est, mod = runs(logdir)
     assert re.fullmatch(r"\d{8}-\d{6}-fit1", est) and re.fullmatch(r"\d{8}-\d{6}-fit2", mod)
     assert readback.tags(logdir) == {
-        (f"{est}/train", t) for t in ["__run_graph__", "batch_accuracy", "batch_loss", "epoch_accuracy",
-                                      "epoch_learning_rate", "epoch_loss", "epoch_samples_per_second",
-                                      "epoch_input_wait_seconds", "epoch_batch_seconds",
-                                      "epoch_input_wait_fraction"]} | {
-        (f"{mod}/train", "__run_graph__"), (f"{mod}/train", "batch_accuracy"), (f"{mod}/train", "epoch_accuracy"),
-        (f"{mod}/validation", "epoch_accuracy")}
+        (f"{est}/train", t) for t in ["__run_graph__", "epoch_accuracy", "epoch_loss", *readback.EPOCH_EXTRAS]} | {
+        (f"{est}/train_batch", "batch_accuracy"), (f"{est}/train_batch", "batch_loss")} | {
+        (f"{mod}/train", t) for t in ["__run_graph__", "epoch_accuracy", *readback.EPOCH_EXTRAS]} | {
+        (f"{mod}/train_batch", "batch_accuracy"), (f"{mod}/validation", "epoch_accuracy")}
     # the options reached both: batch_period=2, histogram_period=None (no weights/), images=False
-    assert steps(logdir, f"{est}/train", "batch_loss") == [0, 2, 4, 6]
-    assert steps(logdir, f"{mod}/train", "batch_accuracy") == [0, 2, 4, 6]
+    assert steps(logdir, f"{est}/train_batch", "batch_loss") == [0, 2, 4, 6]
+    assert steps(logdir, f"{mod}/train_batch", "batch_accuracy") == [0, 2, 4, 6]
     assert steps(logdir, f"{est}/train", "epoch_accuracy") == [0, 1]
     assert values(logdir, f"{est}/train", "epoch_accuracy") == pytest.approx(seen["estimator"][:2])
     assert values(logdir, f"{mod}/train", "epoch_accuracy") == pytest.approx(seen["module_train"][:2])
@@ -99,7 +97,7 @@ def test_enabling_twice_wraps_once_and_disable_restores(tmp_path, autolog):
     module().fit(train, eval_data=val, num_epoch=1, optimizer_params={"learning_rate": 0.1})
     assert not os.path.exists(tmp_path / "a")
     (run,) = runs(tmp_path / "b")
-    assert steps(str(tmp_path / "b"), f"{run}/train", "batch_accuracy") == [0, 2]
+    assert steps(str(tmp_path / "b"), f"{run}/train_batch", "batch_accuracy") == [0, 2]
     autolog(disable=True)
     assert Estimator.__dict__["fit"] is EST_FIT and BaseModule.__dict__["fit"] is MOD_FIT
     autolog(disable=True)  # twice: nothing to undo
@@ -111,7 +109,7 @@ def test_a_fit_that_has_its_own_handler_is_left_alone(tmp_path, autolog):
     autolog(str(auto))
     net = make_net()
     make_est(net).fit(loader(), epochs=2, event_handlers=[TensorBoardHandler(str(own / "est"), histogram_period=None)])
-    assert steps(str(own / "est"), "train", "batch_loss") == list(range(8))
+    assert steps(str(own / "est"), "train_batch", "batch_loss") == list(range(8))
     assert steps(str(own / "est"), "train", "epoch_loss") == [0, 1]
     for name, slots in [("all", lambda cb: cb.fit_callbacks()),
                         ("eval", lambda cb: dict(eval_end_callback=cb.eval_end))]:
@@ -119,9 +117,10 @@ def test_a_fit_that_has_its_own_handler_is_left_alone(tmp_path, autolog):
         cb = TensorBoardCallback(str(own / name), histogram_period=None, graph=False)
         module().fit(train, eval_data=val, num_epoch=2, optimizer_params={"learning_rate": 0.1}, **slots(cb))
         cb.close()
-    assert readback.tags(str(own / "all")) == {("train", "batch_accuracy"), ("train", "epoch_accuracy"),
-                                               ("validation", "epoch_accuracy")}
-    assert steps(str(own / "all"), "train", "batch_accuracy") == list(range(8))
+    assert readback.tags(str(own / "all")) == {("train_batch", "batch_accuracy"), ("train", "epoch_accuracy"),
+                                               ("validation", "epoch_accuracy")} | {
+        ("train", t) for t in readback.EPOCH_EXTRAS}
+    assert steps(str(own / "all"), "train_batch", "batch_accuracy") == list(range(8))
     # a callback only in eval_end_callback (a bound method) is seen too
     assert readback.tags(str(own / "eval")) == {("validation", "epoch_accuracy")}
     assert steps(str(own / "eval"), "validation", "epoch_accuracy") == [0, 1]
@@ -148,9 +147,10 @@ def test_concurrent_fits_each_get_their_own_run(tmp_path, autolog):
     names = runs(tmp_path)
     assert sorted(n.rsplit("-", 1)[1] for n in names) == ["fit1", "fit2", "fit3"]
     assert readback.tags(str(tmp_path)) == {(f"{n}/{r}", t) for n in names for r, t in [
-        ("train", "batch_accuracy"), ("train", "epoch_accuracy"), ("validation", "epoch_accuracy")]}
+        ("train_batch", "batch_accuracy"), ("train", "epoch_accuracy"), ("validation", "epoch_accuracy"),
+        *[("train", e) for e in readback.EPOCH_EXTRAS]]}
     for n in names:
-        assert steps(str(tmp_path), f"{n}/train", "batch_accuracy") == list(range(8))
+        assert steps(str(tmp_path), f"{n}/train_batch", "batch_accuracy") == list(range(8))
         assert steps(str(tmp_path), f"{n}/validation", "epoch_accuracy") == [0, 1]
 
 
@@ -169,4 +169,4 @@ def test_a_fit_that_raises_closes_its_handler(tmp_path, autolog):
         make_est(net).fit([1, 2], epochs=1)
     (first,) = runs(tmp_path)  # the Estimator's fit raised before training: no empty run directory
     assert first.endswith("-fit1")
-    assert steps(str(tmp_path), f"{first}/train", "batch_accuracy") == [0, 1]  # on disk when fit raised
+    assert steps(str(tmp_path), f"{first}/train_batch", "batch_accuracy") == [0, 1]  # on disk when fit raised

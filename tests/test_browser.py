@@ -247,7 +247,7 @@ def test_images_show_the_first_batch(page, tb, shots):
 def test_histograms_show_every_weight(page, tb, shots):
     _open(page, tb, "histograms&tagFilter=%5Eweights%2F")
     dash = page.locator("tf-histogram-dashboard")
-    expected = {t for t in tb.get("/data/plugin/histograms/tags")["train"] if t.startswith("weights/")}
+    expected = {t for t in tb.get("/data/plugin/histograms/tags")["train_batch"] if t.startswith("weights/")}
     assert len(expected) == 2 * 4  # weight and bias of 4 layers
     with _screenshot(page, shots, "histograms.png"):
         cards = _filtered(dash).locator("tf-histogram-loader")

@@ -72,7 +72,7 @@ def test_rank0_writes_the_mean_over_workers(tmp_path):
     pids = {os.path.basename(p).split(".")[-2] for p in readback.event_files(logdir)}
     assert pids == {str(recs[0]["pid"])}
     runs = {run for run, _ in readback.tags(logdir)}
-    assert runs == {"train", "validation"}
+    assert runs == {"train", "train_batch", "validation"}
     for run in ("train", "validation"):
         own = [[rec["epochs"][str(e)][run]["accuracy"] for e in range(EPOCHS)] for rec in recs]
         assert own[0] != own[1], "the shards should differ, or the mean proves nothing"
@@ -81,22 +81,22 @@ def test_rank0_writes_the_mean_over_workers(tmp_path):
     assert len(epoch_values(logdir, "train", "epoch_loss")) == EPOCHS  # the handler's own mean loss
     assert all(v > 0 for v in epoch_values(logdir, "train", "epoch_samples_per_second"))
     # batch values and histograms are rank 0's own; gradients are its local ones, before the step
-    assert [s for s, _ in readback.scalars(logdir, "train", "batch_loss")] == list(range(8))
+    assert [s for s, _ in readback.scalars(logdir, "train_batch", "batch_loss")] == list(range(8))
     for p in PARAMS:
-        assert [e.step for e in readback.tensor_events(logdir, "train", f"gradients/{p}")] == HIST_STEPS
-        assert_is_histogram_of(histo(logdir, "train", f"gradients/{p}", 2), recs[0]["grad_before"][p])
+        assert [e.step for e in readback.tensor_events(logdir, "train_batch", f"gradients/{p}")] == HIST_STEPS
+        assert_is_histogram_of(histo(logdir, "train_batch", f"gradients/{p}", 2), recs[0]["grad_before"][p])
 
 
 def test_all_writes_one_run_per_worker_with_its_own_values(tmp_path):
     logdir, recs = train(tmp_path, "all", update_on_kvstore="0")
     assert recs[0]["update_on_kvstore"] is False
     runs = {run for run, _ in readback.tags(logdir)}
-    assert runs == {"worker_0/train", "worker_0/validation", "worker_1/train", "worker_1/validation"}
+    assert runs == {f"worker_{r}/{run}" for r in (0, 1) for run in ("train", "train_batch", "validation")}
     for rank, rec in enumerate(recs):
         own = [rec["epochs"][str(e)]["train"]["accuracy"] for e in range(EPOCHS)]
         assert epoch_values(logdir, f"worker_{rank}/train", "epoch_accuracy") == pytest.approx(own, rel=1e-6)
         for p in PARAMS:
-            h = histo(logdir, f"worker_{rank}/train", f"gradients/{p}", 2)
+            h = histo(logdir, f"worker_{rank}/train_batch", f"gradients/{p}", 2)
             assert_is_histogram_of(h, rec["grad_before"][p])
     # with update_on_kvstore=False the step leaves the sum over workers in the gradient
     # buffers: what was logged is each worker's own gradient, not that sum
@@ -122,7 +122,7 @@ def test_dist_async_averages_too(tmp_path):
     own = [[rec["epochs"][str(e)]["train"]["accuracy"] for e in range(EPOCHS)] for rec in recs]
     want = [(a + b) / 2 for a, b in zip(*own)]
     assert epoch_values(logdir, "train", "epoch_accuracy") == pytest.approx(want, rel=1e-6)
-    assert {run for run, _ in readback.tags(logdir)} == {"train", "validation"}
+    assert {run for run, _ in readback.tags(logdir)} == {"train", "train_batch", "validation"}
 
 
 @pytest.mark.parametrize("on_kvstore", ["0", "1"])
@@ -139,7 +139,7 @@ def test_module_callback_rank0(tmp_path, on_kvstore):
             recs.append(json.load(f))
     assert [rec["worker"] for rec in recs] == [[0, 2, "kvstore:dist_sync"], [1, 2, "kvstore:dist_sync"]]
     assert {os.path.basename(p).split(".")[-2] for p in readback.event_files(logdir)} == {str(recs[0]["pid"])}
-    assert {run for run, _ in readback.tags(logdir)} == {"train", "validation"}
+    assert {run for run, _ in readback.tags(logdir)} == {"train", "train_batch", "validation"}
     for run in ("train", "validation"):
         assert recs[0][run] != recs[1][run]
         want = [(a + b) / 2 for a, b in zip(recs[0][run], recs[1][run])] if on_kvstore == "0" else recs[0][run]

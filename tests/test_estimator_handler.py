@@ -91,14 +91,14 @@ def param_names(net, skip=()):
 
 
 def expected_tags(net, images=True, validation=True, skip=(), graph=True):
-    train = {"batch_loss", "batch_accuracy", "epoch_loss", "epoch_accuracy", "epoch_learning_rate",
-             "epoch_samples_per_second", *WAIT_TAGS}
+    train = {"epoch_loss", "epoch_accuracy", "epoch_learning_rate", "epoch_samples_per_second", *WAIT_TAGS}
     if graph:
         train.add("__run_graph__")
-    train |= {f"{k}/{n}" for n in param_names(net, skip) for k in ("gradients", "weights")}
+    batches = {"batch_loss", "batch_accuracy"} | {f"{k}/{n}" for n in param_names(net, skip)
+                                                  for k in ("gradients", "weights")}
     if images:
         train.add("first_batch")
-    out = {("train", t) for t in train}
+    out = {("train", t) for t in train} | {("train_batch", t) for t in batches}
     if validation:
         out |= {("validation", "epoch_loss"), ("validation", "epoch_accuracy")}
     return out
@@ -115,7 +115,7 @@ def hist_steps(logdir, run, tag):
 def hist_range(logdir, tag, step):
     from tensorboard.util import tensor_util
 
-    ev = [e for e in readback.tensor_events(logdir, "train", tag) if e.step == step][0]
+    ev = [e for e in readback.tensor_events(logdir, "train_batch", tag) if e.step == step][0]
     arr = tensor_util.make_ndarray(ev.tensor_proto)  # rows: left, right, count
     return arr[:, 0].min(), arr[:, 1].max(), arr[:, 2].sum()
 
@@ -125,7 +125,7 @@ def has_graph(logdir):
                for ev in readback.raw_events(f))
 
 
-def check_clean(logdir, runs=("train", "validation")):
+def check_clean(logdir, runs=("train", "train_batch", "validation")):
     assert sorted(os.listdir(logdir)) == sorted(runs)
     for f in readback.event_files(logdir):
         assert len(readback.raw_events(f)) > 1, f"empty event file {f}"
@@ -143,15 +143,15 @@ def test_layout_steps_and_values(tmp_path):
     assert readback.tags(logdir) == expected_tags(net)
     check_clean(logdir)
     assert has_graph(logdir)
-    assert steps(logdir, "train", "batch_loss") == list(range(8))
-    assert steps(logdir, "train", "batch_accuracy") == list(range(8))
+    assert steps(logdir, "train_batch", "batch_loss") == list(range(8))
+    assert steps(logdir, "train_batch", "batch_accuracy") == list(range(8))
     for run, tag in [("train", "epoch_loss"), ("train", "epoch_accuracy"), ("train", "epoch_learning_rate"),
                      ("train", "epoch_samples_per_second"), ("validation", "epoch_loss"),
                      ("validation", "epoch_accuracy")]:
         assert steps(logdir, run, tag) == [0, 1], (run, tag)
     for n in param_names(net):
-        assert hist_steps(logdir, "train", f"gradients/{n}") == [3, 7]
-        assert hist_steps(logdir, "train", f"weights/{n}") == [3, 7]
+        assert hist_steps(logdir, "train_batch", f"gradients/{n}") == [3, 7]
+        assert hist_steps(logdir, "train_batch", f"weights/{n}") == [3, 7]
     assert [e.step for e in readback.tensor_events(logdir, "train", "first_batch")] == [0, 1]
 
     # values: exactly the estimator's own
@@ -162,12 +162,12 @@ def test_layout_steps_and_values(tmp_path):
                                                   rel=1e-6)
     tacc = readback.scalars(logdir, "train", "epoch_accuracy")
     assert [v for _, v in tacc] == pytest.approx([r["training accuracy"] for r in rec.train], abs=1e-6)
-    bacc = readback.scalars(logdir, "train", "batch_accuracy")
+    bacc = readback.scalars(logdir, "train_batch", "batch_accuracy")
     assert [v for _, v in bacc] == pytest.approx(rec.per_batch(4), abs=1e-6)  # the batch's own
     lr = readback.scalars(logdir, "train", "epoch_learning_rate")
     assert [v for _, v in lr] == pytest.approx([0.1, 0.1])
     # the epoch loss is the mean of the batch losses (equal batch sizes)
-    bl = [v for _, v in readback.scalars(logdir, "train", "batch_loss")]
+    bl = [v for _, v in readback.scalars(logdir, "train_batch", "batch_loss")]
     el = [v for _, v in readback.scalars(logdir, "train", "epoch_loss")]
     assert el == pytest.approx([np.mean(bl[:4]), np.mean(bl[4:])], rel=1e-5)
     # gradients as the batch produced them (before the step)
@@ -188,9 +188,9 @@ def test_two_contexts_gradients_summed_before_step(tmp_path):
     est.fit(loader(), val_data=loader(32, seed=1), epochs=2,
             event_handlers=[TensorBoardHandler(logdir, histogram_period=2), spy])
     assert readback.tags(logdir) == expected_tags(net)
-    assert steps(logdir, "train", "batch_loss") == list(range(8))
+    assert steps(logdir, "train_batch", "batch_loss") == list(range(8))
     for n in param_names(net):
-        assert hist_steps(logdir, "train", f"gradients/{n}") == [0, 2, 4, 6]
+        assert hist_steps(logdir, "train_batch", f"gradients/{n}") == [0, 2, 4, 6]
         for step in (0, 2, 4, 6):
             g = spy.grads[step][n]
             lo, hi, count = hist_range(logdir, f"gradients/{n}", step)
@@ -221,7 +221,7 @@ def test_grad_req_null_and_not_hybridized(tmp_path, caplog):
         est.fit(loader(), val_data=loader(32, seed=1), epochs=2, event_handlers=[TensorBoardHandler(logdir)])
     tags = readback.tags(logdir)
     assert tags == expected_tags(net, graph=False)
-    assert ("train", f"gradients/{frozen}") not in tags
+    assert ("train_batch", f"gradients/{frozen}") not in tags
     assert not has_graph(logdir)
     assert len([r for r in caplog.records if "graph is not logged" in r.getMessage()]) == 1
 
@@ -232,12 +232,12 @@ def test_batches_and_no_validation(tmp_path):
     est = make_est(net)
     est.fit(loader(), batches=6, event_handlers=[TensorBoardHandler(logdir)])
     assert readback.tags(logdir) == expected_tags(net, validation=False)
-    check_clean(logdir, runs=("train",))
-    assert steps(logdir, "train", "batch_loss") == list(range(6))
+    check_clean(logdir, runs=("train", "train_batch"))
+    assert steps(logdir, "train_batch", "batch_loss") == list(range(6))
     assert steps(logdir, "train", "epoch_loss") == [0, 1]
     for n in param_names(net):
-        assert hist_steps(logdir, "train", f"gradients/{n}") == [3, 5]
-        assert hist_steps(logdir, "train", f"weights/{n}") == [3, 5]
+        assert hist_steps(logdir, "train_batch", f"gradients/{n}") == [3, 5]
+        assert hist_steps(logdir, "train_batch", f"weights/{n}") == [3, 5]
 
 
 class TripleProcessor(BatchProcessor):
@@ -268,7 +268,7 @@ def test_non_image_inputs_and_options(tmp_path):
     est.fit(loader(shape=(10,)), val_data=loader(32, shape=(10,), seed=1), epochs=2, event_handlers=[tb])
     expected = {t for t in expected_tags(net, images=False) if "/" not in t[1]}
     assert readback.tags(logdir) == expected
-    assert steps(logdir, "train", "batch_loss") == [0, 3, 6]
+    assert steps(logdir, "train_batch", "batch_loss") == [0, 3, 6]
 
 
 def test_param_filter_and_hparams(tmp_path):
@@ -320,9 +320,9 @@ def test_second_fit_continues_steps(tmp_path):
     tb = TensorBoardHandler(logdir)
     est.fit(loader(), epochs=1, event_handlers=[tb])
     est.fit(loader(), epochs=1, event_handlers=[tb])
-    assert steps(logdir, "train", "batch_loss") == list(range(8))
+    assert steps(logdir, "train_batch", "batch_loss") == list(range(8))
     assert steps(logdir, "train", "epoch_loss") == [0, 1]
-    assert hist_steps(logdir, "train", f"gradients/{param_names(net)[0]}") == [3, 7]
+    assert hist_steps(logdir, "train_batch", f"gradients/{param_names(net)[0]}") == [3, 7]
 
 
 @pytest.mark.parametrize("kwargs, exc, word", [

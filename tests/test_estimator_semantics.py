@@ -65,8 +65,8 @@ def handler(logdir, **kw):
     return TensorBoardHandler(str(logdir), **kw)
 
 
-def read(logdir, tag, run="train"):
-    return readback.scalars(str(logdir), run, tag)
+def read(logdir, tag, run=None):
+    return readback.scalars(str(logdir), run or readback.train_run(tag), tag)
 
 
 def close(a, b, rel=1e-5):
@@ -257,7 +257,7 @@ def test_a_loss_that_cannot_be_averaged_warns_once(tmp_path, caplog):
         est.fit(data(), epochs=2, event_handlers=[handler(tmp_path), StepBySamples()])
     said = [r.getMessage() for r in caplog.records if "loss is a dict" in r.getMessage()]
     assert len(said) == 1
-    tags = {t for r, t in readback.tags(str(tmp_path)) if r == "train"}
+    tags = {t for r, t in readback.tags(str(tmp_path)) if r in ("train", "train_batch")}
     assert tags == {"batch_accuracy", "epoch_accuracy", "epoch_learning_rate", "epoch_samples_per_second",
                     "epoch_input_wait_seconds", "epoch_batch_seconds", "epoch_input_wait_fraction"}
 
@@ -304,7 +304,7 @@ def test_gradients_are_logged_before_an_update_handler_clips(tmp_path):
     want = [rec.norms[s] / BATCH for s, _ in got]  # rescale_grad = 1 / batch size
     assert all(close(g, w, 1e-4) for (_, g), w in zip(got, want)), (got, want)
     for name in rec.grads[0]:
-        ev = readback.tensor_events(str(tmp_path), "train", f"gradients/{name}")
+        ev = readback.tensor_events(str(tmp_path), "train_batch", f"gradients/{name}")
         assert [e.step for e in ev] == [0, 2, 4]
         from tensorboard.util import tensor_util
         for e in ev:
@@ -448,6 +448,6 @@ def test_batch_metric_without_sums_warns_once_and_is_not_logged(tmp_path, caplog
         est.fit(data(), epochs=2, event_handlers=[handler(tmp_path)])
     said = [r.getMessage() for r in caplog.records if "batch_<metric> is not logged" in r.getMessage()]
     assert len(said) == 1 and "twosums" in said[0]
-    tags = {t for r, t in readback.tags(str(tmp_path)) if r == "train"}
+    tags = {t for r, t in readback.tags(str(tmp_path)) if r in ("train", "train_batch")}
     assert {t for t in tags if t.startswith("batch_")} == {"batch_loss", "batch_accuracy"}
     assert "epoch_twosums" in tags

@@ -70,7 +70,7 @@ def test_a_check_costs_a_few_operations_whatever_the_parameter_count(tmp_path, o
         # weight and its gradient), one concat; finish: the loss's multi_sum_sq and one concat
         assert observe <= 4 and finish <= 2, ops_per_check
     names = [n for n in net.collect_params()]
-    got = readback.scalars(str(tmp_path), "train", f"grad_norm/{names[-2]}")
+    got = readback.scalars(str(tmp_path), "train_batch", f"grad_norm/{names[-2]}")
     assert [s for s, _ in got] == [0, 1, 2, 3] and all(v > 0 for _, v in got)
 
 

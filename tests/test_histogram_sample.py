@@ -49,7 +49,7 @@ def fit(logdir, sized=True, epochs=2, **kw):
     return net
 
 
-def buckets(logdir, tag, step, run="train"):
+def buckets(logdir, tag, step, run="train_batch"):
     ev = [e for e in readback.tensor_events(str(logdir), run, tag) if e.step == step]
     assert len(ev) == 1, f"{tag} at {step}: {len(ev)} events"
     return tensor_util.make_ndarray(ev[0].tensor_proto)  # rows: left, right, count
@@ -98,8 +98,8 @@ def test_grad_health_sees_every_value_whatever_the_sample(tmp_path):
     fit(tmp_path / "sampled", epochs=1, histogram_sample=100, grad_health=True)
     fit(tmp_path / "all", epochs=1, histogram_sample=None, grad_health=True)
     tag = "grad_norm/lm_embedding0_weight"
-    sampled, every = readback.scalars(str(tmp_path / "sampled"), "train", tag), \
-        readback.scalars(str(tmp_path / "all"), "train", tag)
+    sampled, every = readback.scalars(str(tmp_path / "sampled"), "train_batch", tag), \
+        readback.scalars(str(tmp_path / "all"), "train_batch", tag)
     assert sampled and [s for s, _ in sampled] == [s for s, _ in every]
     np.testing.assert_allclose([v for _, v in sampled], [v for _, v in every], rtol=1e-6)
 

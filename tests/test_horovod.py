@@ -56,15 +56,15 @@ def horovodrun(tmp_path, mode):
 def test_horovod_rank0_writes_the_mean_and_local_gradients(tmp_path):
     logdir, recs = horovodrun(tmp_path, "rank0")
     assert {os.path.basename(p).split(".")[-2] for p in readback.event_files(logdir)} == {str(recs[0]["pid"])}
-    assert {run for run, _ in readback.tags(logdir)} == {"train", "validation"}
+    assert {run for run, _ in readback.tags(logdir)} == {"train", "train_batch", "validation"}
     for run in ("train", "validation"):
         own = [[rec["epochs"][str(e)][run]["accuracy"] for e in range(EPOCHS)] for rec in recs]
         assert own[0] != own[1]
         want = [(a + b) / 2 for a, b in zip(*own)]
         assert epoch_values(logdir, run, "epoch_accuracy") == pytest.approx(want, rel=1e-6)
     for p in PARAMS:
-        assert [e.step for e in readback.tensor_events(logdir, "train", f"gradients/{p}")] == HIST_STEPS
-        assert_is_histogram_of(histo(logdir, "train", f"gradients/{p}", 2), recs[0]["grad_before"][p])
+        assert [e.step for e in readback.tensor_events(logdir, "train_batch", f"gradients/{p}")] == HIST_STEPS
+        assert_is_histogram_of(histo(logdir, "train_batch", f"gradients/{p}", 2), recs[0]["grad_before"][p])
         # hvd.DistributedTrainer leaves the sum over workers in the buffers: not what was logged
         before = [np.asarray(rec["grad_before"][p]) for rec in recs]
         np.testing.assert_allclose(recs[0]["grad_after"][p], before[0] + before[1], rtol=1e-5, atol=1e-7)
@@ -73,7 +73,7 @@ def test_horovod_rank0_writes_the_mean_and_local_gradients(tmp_path):
 def test_horovod_all_writes_one_run_per_worker(tmp_path):
     logdir, recs = horovodrun(tmp_path, "all")
     assert {run for run, _ in readback.tags(logdir)} == {
-        "worker_0/train", "worker_0/validation", "worker_1/train", "worker_1/validation"}
+        f"worker_{r}/{run}" for r in (0, 1) for run in ("train", "train_batch", "validation")}
     for rank, rec in enumerate(recs):
         own = [rec["epochs"][str(e)]["train"]["accuracy"] for e in range(EPOCHS)]
         assert epoch_values(logdir, f"worker_{rank}/train", "epoch_accuracy") == pytest.approx(own, rel=1e-6)

@@ -180,18 +180,18 @@ def test_health_scalars_match_the_gradients(tmp_path):
     make_est(net).fit(loader(), epochs=1, event_handlers=[tb, spy])
     names = param_names(net)
     for name in names:
-        got = readback.scalars(d, "train", f"grad_norm/{name}")
+        got = readback.scalars(d, "train_batch", f"grad_norm/{name}")
         assert [s for s, _ in got] == [0, 1, 2, 3]
         want = [np.sqrt(np.sum(np.square(g[name].astype(np.float64)))) / BATCH for g in spy.grads]
         np.testing.assert_allclose([v for _, v in got], want, rtol=1e-5)
-        gn, wn = got[-1][1], readback.scalars(d, "train", f"weight_norm/{name}")[-1][1]
-        ratio = readback.scalars(d, "train", f"update_ratio/{name}")[-1][1]
+        gn, wn = got[-1][1], readback.scalars(d, "train_batch", f"weight_norm/{name}")[-1][1]
+        ratio = readback.scalars(d, "train_batch", f"update_ratio/{name}")[-1][1]
         assert ratio == pytest.approx(0.1 * gn / max(wn, 0.1 * gn), rel=1e-5)  # at most 1
-    glob = readback.scalars(d, "train", "grad_norm/global")
-    per = [readback.scalars(d, "train", f"grad_norm/{n}") for n in names]
+    glob = readback.scalars(d, "train_batch", "grad_norm/global")
+    per = [readback.scalars(d, "train_batch", f"grad_norm/{n}") for n in names]
     for k in range(4):
         assert glob[k][1] == pytest.approx(math.sqrt(sum(p[k][1] ** 2 for p in per)), rel=1e-5)
-    assert ("train", "grad_health") not in readback.tags(d)  # a healthy run stays silent
+    assert ("train_batch", "grad_health") not in readback.tags(d)  # a healthy run stays silent
 
 
 class Poison(gluon.data.Dataset):
@@ -220,7 +220,7 @@ def test_detectors_fire_warn_write_text_and_stop(tmp_path, caplog, scale, kind):
         make_est(make_net()).fit(data, epochs=3, event_handlers=[tb, rec])
     warned = [r.getMessage() for r in caplog.records if "gluon_tb:" in r.getMessage()]
     assert len(warned) == 1 and "net_conv0_weight" in warned[0], warned
-    ev = readback.tensor_events(d, "train", "grad_health")
+    ev = readback.tensor_events(d, "train_batch", "grad_health")
     assert len(ev) == 1 and ev[0].step == 2  # seen at batch 2
     text = ev[0].tensor_proto.string_val[0].decode()
     assert "net_conv0_weight" in text and ("non-finite" in text) == (kind == "nonfinite")
@@ -237,7 +237,7 @@ def test_vanishing_detector(tmp_path, caplog):
     tb = TensorBoardHandler(d, grad_health=GradHealth(vanish_checks=2), histogram_period=1)
     with caplog.at_level(logging.WARNING, logger="gluon_tb.handlers"):
         make_est(net).fit(loader(), epochs=1, event_handlers=[tb])
-    text = readback.tensor_events(d, "train", "grad_health")[0].tensor_proto.string_val[0].decode()
+    text = readback.tensor_events(d, "train_batch", "grad_health")[0].tensor_proto.string_val[0].decode()
     assert "vanishing" in text and "net_conv0_weight" in text and "net_dense0_bias" not in text  # its input is 0
 
 

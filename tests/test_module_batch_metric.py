@@ -90,7 +90,7 @@ def test_batch_metric_matches_speedometer(tmp_path, frequent, ours_first, metric
     oracle, printed = fit(str(tmp_path), metric() if callable(metric) else metric, frequent, ours_first)
     per_epoch = N // BATCH
     steps = list(range(0, EPOCHS * per_epoch, frequent))
-    got = readback.scalars(str(tmp_path), "train", tag)
+    got = readback.scalars(str(tmp_path), "train_batch", tag)
     assert [s for s, _ in got] == steps
     # each point: the batches since the previous point
     want = [oracle.over(prev + 1, k) for prev, k in zip([-1] + steps, steps)]

@@ -68,12 +68,14 @@ def fit(logdir, metric="acc", oracle=None, epoch_end=None, **kw):
 def test_layout_steps_and_values(tmp_path):
     logdir = str(tmp_path)
     oracle = fit(logdir)
-    expected = {("train", t) for t in ["batch_accuracy", "epoch_accuracy", "__run_graph__"]
-                + [f"weights/{p}" for p in PARAMS]} | {("validation", "epoch_accuracy")}
+    expected = {("train", t) for t in ["epoch_accuracy", "__run_graph__", "epoch_learning_rate",
+                                       "epoch_samples_per_second"]} | {("validation", "epoch_accuracy")}
+    expected |= {("train_batch", t) for t in ["batch_accuracy"]
+                 + [f"{k}/{p}" for p in PARAMS for k in ("weights", "gradients")]}
     assert readback.tags(logdir) == expected
-    assert sorted(os.listdir(logdir)) == ["train", "validation"]
+    assert sorted(os.listdir(logdir)) == ["train", "train_batch", "validation"]
 
-    batch = readback.scalars(logdir, "train", "batch_accuracy")
+    batch = readback.scalars(logdir, "train_batch", "batch_accuracy")
     assert [s for s, _ in batch] == list(range(8))  # global batch index, not the epoch
     assert [v for _, v in batch] == pytest.approx([b[0][1] for b in oracle.batch])
     train = readback.scalars(logdir, "train", "epoch_accuracy")
@@ -83,7 +85,7 @@ def test_layout_steps_and_values(tmp_path):
     assert [s for s, _ in val] == [0, 1]
     assert [v for _, v in val] == pytest.approx([v[0][1] for v in oracle.val])
     for p in PARAMS:
-        assert [e.step for e in readback.tensor_events(logdir, "train", f"weights/{p}")] == [3, 7]
+        assert [e.step for e in readback.tensor_events(logdir, "train_batch", f"weights/{p}")] == [3, 7]
 
 
 def test_the_callback_itself_as_epoch_end_callback_is_its_epoch_end(tmp_path):
@@ -95,17 +97,19 @@ def test_the_callback_itself_as_epoch_end_callback_is_its_epoch_end(tmp_path):
     assert [s for s, _ in train] == [0, 1]
     assert [v for _, v in train] == pytest.approx([t[0][1] for t in oracle.train])
     for p in PARAMS:
-        assert [e.step for e in readback.tensor_events(logdir, "train", f"weights/{p}")] == [3, 7]
+        assert [e.step for e in readback.tensor_events(logdir, "train_batch", f"weights/{p}")] == [3, 7]
 
 
 def test_composite_metric_period_and_filter(tmp_path):
     logdir = str(tmp_path)
     fit(logdir, metric=["acc", "ce"], batch_period=3, params="weight", graph=False)
-    expected = {("train", t) for t in ["batch_accuracy", "batch_cross-entropy", "epoch_accuracy",
-                                       "epoch_cross-entropy", "weights/fc1_weight", "weights/fc2_weight"]}
+    expected = {("train", t) for t in ["epoch_accuracy", "epoch_cross-entropy", "epoch_learning_rate",
+                                       "epoch_samples_per_second"]}
+    expected |= {("train_batch", t) for t in ["batch_accuracy", "batch_cross-entropy", "weights/fc1_weight",
+                                             "weights/fc2_weight", "gradients/fc1_weight", "gradients/fc2_weight"]}
     expected |= {("validation", "epoch_accuracy"), ("validation", "epoch_cross-entropy")}
     assert readback.tags(logdir) == expected
-    assert [s for s, _ in readback.scalars(logdir, "train", "batch_cross-entropy")] == [0, 3, 6]
+    assert [s for s, _ in readback.scalars(logdir, "train_batch", "batch_cross-entropy")] == [0, 3, 6]
 
 
 def test_arguments_checked_up_front():

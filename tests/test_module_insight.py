@@ -68,16 +68,17 @@ def test_every_option_exact_runs_tags_and_steps(tmp_path):
     fit(TensorBoardCallback(d, conv_filters=True, embeddings=Embeddings(20, every=1), grad_health=True,
                             histogram_period=3))
     checks = [0, 3, 6]
-    expected = {("train", "__run_graph__"): [0], ("train", "batch_accuracy"): list(range(8)),
+    expected = {("train", "__run_graph__"): [0], ("train_batch", "batch_accuracy"): list(range(8)),
                 ("train", "epoch_accuracy"): [0, 1], ("validation", "epoch_accuracy"): [0, 1],
-                ("train", "conv_filters/conv1"): [0, 1], ("train", "feature_maps/conv1"): [0, 1]}
+                ("train", "conv_filters/conv1"): [0, 1], ("train", "feature_maps/conv1"): [0, 1],
+                ("train", "epoch_learning_rate"): [0, 1], ("train", "epoch_samples_per_second"): [0, 1]}
     for p in PARAMS:
-        expected[("train", f"weights/{p}")] = checks
+        expected[("train_batch", f"weights/{p}")] = expected[("train_batch", f"gradients/{p}")] = checks
     for kind in ("grad_norm", "weight_norm", "update_ratio"):
         for p in PARAMS + ["global"]:
-            expected[("train", f"{kind}/{p}")] = checks
+            expected[("train_batch", f"{kind}/{p}")] = checks
     assert steps(d) == expected
-    assert sorted(os.listdir(d)) == ["train", "validation"]
+    assert sorted(os.listdir(d)) == ["train", "train_batch", "validation"]
     assert sorted(os.listdir(os.path.join(d, "train", "embedding"))) == ["00000", "00001"]
 
 
@@ -86,7 +87,8 @@ def test_default_schedule_is_the_epochs_last_batch(tmp_path):
     fit(TensorBoardCallback(d, grad_health=GradHealth(per_param=False), weights=False, graph=False))
     got = steps(d)
     assert {rt: s for rt, s in got.items() if "/" in rt[1]} == {
-        ("train", f"{k}/global"): [3, 7] for k in ("grad_norm", "weight_norm", "update_ratio")}
+        ("train_batch", f"{k}/global"): [3, 7] for k in ("grad_norm", "weight_norm", "update_ratio")} | {
+        ("train_batch", f"gradients/{p}"): [3, 7] for p in PARAMS}
 
 
 # ------------------------------------------------------------ values
@@ -144,14 +146,14 @@ def test_health_scalars_match_the_batch_gradients(tmp_path, monkeypatch, ctxs, u
         names = PARAMS if p == "global" else [p]
         gn = [math.sqrt(sum((b[n] ** 2).sum() for n in names)) / BATCH for b in oracle.g]
         wn = [math.sqrt(sum((b[n] ** 2).sum() for n in names)) for b in oracle.w]  # after the update
-        got_g = readback.scalars(d, "train", f"grad_norm/{p}")
-        got_w = readback.scalars(d, "train", f"weight_norm/{p}")
+        got_g = readback.scalars(d, "train_batch", f"grad_norm/{p}")
+        got_w = readback.scalars(d, "train_batch", f"weight_norm/{p}")
         assert [s for s, _ in got_g] == list(range(8)) == [s for s, _ in got_w]
         assert [v for _, v in got_g] == pytest.approx(gn, rel=1e-4)
         assert [v for _, v in got_w] == pytest.approx(wn, rel=1e-4)
-        ratio = [v for _, v in readback.scalars(d, "train", f"update_ratio/{p}")]
+        ratio = [v for _, v in readback.scalars(d, "train_batch", f"update_ratio/{p}")]
         assert ratio == pytest.approx([LR * g / max(w, LR * g) for g, w in zip(gn, wn)], rel=1e-4)
-    assert ("train", "grad_health") not in readback.tags(d)  # healthy: no detector text
+    assert ("train_batch", "grad_health") not in readback.tags(d)  # healthy: no detector text
 
 
 def test_detector_warns_and_writes_text_without_stopping(tmp_path, caplog):
@@ -160,11 +162,11 @@ def test_detector_warns_and_writes_text_without_stopping(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="gluon_tb.handlers"):
         fit(cb)
     assert cb.health_events == {"vanishing": 1}  # every norm is "below 1e9": the 2nd check fires
-    ev = readback.tensor_events(d, "train", "grad_health")
+    ev = readback.tensor_events(d, "train_batch", "grad_health")
     assert [e.step for e in ev] == [1]
     assert "vanishing gradients" in ev[0].tensor_proto.string_val[0].decode()
     assert len([r for r in caplog.records if "vanishing" in r.getMessage()]) == 1
-    assert [s for s, _ in readback.scalars(d, "train", "batch_accuracy")] == list(range(8))  # not stopped
+    assert [s for s, _ in readback.scalars(d, "train_batch", "batch_accuracy")] == list(range(8))  # not stopped
 
 
 @pytest.mark.parametrize("source", ["eval_data", "data_pair", "data_iter"])
@@ -203,7 +205,7 @@ def test_last_epoch_is_on_disk_when_fit_returns_without_close(tmp_path, eval_dat
         fit(cb, eval_data=eval_data, close=False)
         run = "validation" if eval_data else "train"
         assert [s for s, _ in readback.scalars(d, run, "epoch_accuracy")] == [0, 1]
-        assert [e.step for e in readback.tensor_events(d, "train", "weights/fc2_weight")] == [3, 7]
+        assert [e.step for e in readback.tensor_events(d, "train_batch", "weights/fc2_weight")] == [3, 7]
     finally:
         cb.close()
 
@@ -222,10 +224,13 @@ def test_fit_ends_with_a_flush_of_every_run_after_the_last_values(tmp_path, monk
     cb = TensorBoardCallback(d, flush_secs=3600, batch_period=None)
     try:
         fit(cb, close=False)
-        assert order[-4:] == [("add_scalar", "train", "epoch_accuracy", 1),
+        assert order[-7:] == [("add_scalar", "train", "epoch_accuracy", 1),
+                              ("add_scalar", "train", "epoch_learning_rate", 1),
+                              ("add_scalar", "train", "epoch_samples_per_second", 1),
                               ("add_scalar", "validation", "epoch_accuracy", 1),
-                              ("flush", "train"), ("flush", "validation")]
-        assert [o for o in order if o[0] == "flush"] == [("flush", "train"), ("flush", "validation")]
+                              ("flush", "train"), ("flush", "train_batch"), ("flush", "validation")]
+        assert [o for o in order if o[0] == "flush"] == [("flush", "train"), ("flush", "train_batch"),
+                                                         ("flush", "validation")]
     finally:
         cb.close()
 
@@ -262,7 +267,7 @@ def test_module_example_runs_offline(tmp_path):
     runpy.run_path(os.path.join(os.path.dirname(__file__), "..", "examples", "module_digits.py"),
                    run_name="example")["main"](["--logdir", d, "--epochs", "2"])
     got = steps(d)
-    assert got[("train", "grad_norm/global")] == [22, 45]  # 1438 digits in 23 batches of 64
+    assert got[("train_batch", "grad_norm/global")] == [22, 45]  # 1438 digits in 23 batches of 64
     assert got[("validation", "epoch_accuracy")] == [0, 1]
     assert os.listdir(os.path.join(d, "train", "embedding")) == ["00001"]
     rows = open(os.path.join(d, "train", "embedding", "00001", "metadata.tsv")).read().splitlines()
@@ -292,7 +297,7 @@ def test_bucketing_module_gets_the_same_tags(tmp_path):
             eval_end_callback=cb.eval_end)
     cb.close()
     got = steps(d)
-    assert got[("train", "grad_norm/global")] == got[("train", "weights/fc1_weight")] == [0, 4]
+    assert got[("train_batch", "grad_norm/global")] == got[("train_batch", "weights/fc1_weight")] == [0, 4]
     assert got[("train", "feature_maps/conv1")] == [0, 1]
     assert len({t for r, t in got if t.startswith("update_ratio/")}) == len(PARAMS) + 1
     assert os.listdir(os.path.join(d, "train", "embedding")) == ["00001"]

@@ -80,7 +80,7 @@ def fit(cb, epochs=2, eval_data=True, begin_epoch=0, marks=None, close=True, eva
 
 
 def profile_files(logdir):
-    return glob.glob(os.path.join(str(logdir), "train", "plugins", "profile", "*", "*.xplane.pb"))
+    return glob.glob(os.path.join(str(logdir), "train_batch", "plugins", "profile", "*", "*.xplane.pb"))
 
 
 def trace(logdir):
@@ -97,7 +97,7 @@ def trace(logdir):
 
 
 def stats(logdir):
-    acc = readback.multiplexer(str(logdir)).GetAccumulator("train")
+    acc = readback.multiplexer(str(logdir)).GetAccumulator("train_batch")
     return [(e.step, e.tensor_proto.string_val[0].decode()) for e in acc.Tensors("profile/operator_stats")]
 
 
@@ -124,7 +124,7 @@ def test_profiles_exactly_the_range(tmp_path, profiler_calls, profile_batch, sta
     assert profiler_calls == ["run", "stop"]
     assert_profiled(tmp_path, start, stop)  # no validation batch in the profile
     # the batch scalars count the same global batches
-    assert [s for s, _ in readback.scalars(str(tmp_path), "train", "batch_accuracy")] == list(range(8))
+    assert [s for s, _ in readback.scalars(str(tmp_path), "train_batch", "batch_accuracy")] == list(range(8))
 
 
 def test_a_range_over_an_epoch_end_holds_that_epochs_validation(tmp_path, profiler_calls):
@@ -240,7 +240,7 @@ def test_profiler_failure_raises_under_on_error_raise(tmp_path, profiler_calls, 
         fit(cb, close=False)
     assert profiler_calls[-1:] == ["stop"]  # given back stopped
     cb.close()
-    assert [s for s, _ in readback.scalars(str(tmp_path), "train", "batch_accuracy")] == \
+    assert [s for s, _ in readback.scalars(str(tmp_path), "train_batch", "batch_accuracy")] == \
         list(range(3 if name != "set_config" else 1))  # up to the failing batch
 
 
@@ -256,9 +256,9 @@ def test_profiler_failure_warns_once_under_on_error_warn(tmp_path, profiler_call
     assert profiler_calls[-1:] == ["stop"]
     # training went on and everything else is there; no profile
     d = str(tmp_path)
-    assert [s for s, _ in readback.scalars(d, "train", "batch_accuracy")] == list(range(8))
+    assert [s for s, _ in readback.scalars(d, "train_batch", "batch_accuracy")] == list(range(8))
     assert [s for s, _ in readback.scalars(d, "validation", "epoch_accuracy")] == [0, 1]
-    assert profile_files(tmp_path) == [] and ("train", "profile/operator_stats") not in readback.tags(d)
+    assert profile_files(tmp_path) == [] and ("train_batch", "profile/operator_stats") not in readback.tags(d)
 
 
 def test_a_failing_profile_write_does_not_stop_the_table(tmp_path, profiler_calls, monkeypatch):

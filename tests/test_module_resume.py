@@ -91,11 +91,11 @@ def steps(d, run, tag):
 
 
 def assert_steps(d, batches, epochs, hists, train_epochs=None):
-    assert steps(d, "train", "batch_accuracy") == batches
+    assert steps(d, "train_batch", "batch_accuracy") == batches
     assert steps(d, "train", "epoch_accuracy") == (epochs if train_epochs is None else train_epochs)
     assert steps(d, "validation", "epoch_accuracy") == epochs
     for p in PARAMS:
-        assert steps(d, "train", f"weights/{p}") == hists, p
+        assert steps(d, "train_batch", f"weights/{p}") == hists, p
 
 
 def purges(run_dir):
@@ -148,16 +148,16 @@ def test_a_new_process_with_begin_epoch_continues_the_steps(tmp_path):
     d, prefix = str(tmp_path / "logs"), str(tmp_path / "m")
     first = run_script(d, prefix, 0, 3)
     assert first.returncode == 0, first.stderr[-3000:]
-    before = readback.scalars(d, "train", "batch_accuracy")
+    before = readback.scalars(d, "train_batch", "batch_accuracy")
     assert [s for s, _ in before] == list(range(30))
     second = run_script(d, prefix, 3, 5)
     assert second.returncode == 0, second.stderr[-3000:]
     assert "resumed_from begin_epoch=3 and the length of NDArrayIter" in second.stdout
     assert_steps(d, list(range(50)), [0, 1, 2, 3, 4], [9, 19, 29, 39, 49])
-    assert readback.scalars(d, "train", "batch_accuracy")[:30] == before  # the first process's points stay
+    assert readback.scalars(d, "train_batch", "batch_accuracy")[:30] == before  # the first process's points stay
     # the resumed process's first files purge at its first batch and at its first epoch
-    assert purges(os.path.join(d, "train")) == [(1, 30)]
-    assert purges(os.path.join(d, "validation")) == [(1, 3)]
+    assert purges(os.path.join(d, "train_batch")) == [(1, 30)]
+    assert purges(os.path.join(d, "train")) == purges(os.path.join(d, "validation")) == [(1, 3)]
 
 
 def test_a_resume_hides_what_a_crashed_process_logged_after_the_checkpoint(tmp_path):
@@ -167,15 +167,16 @@ def test_a_resume_hides_what_a_crashed_process_logged_after_the_checkpoint(tmp_p
     assert_steps(d, list(range(36)), [0, 1, 2], [9, 19, 29])
     second = run_script(d, prefix, 2, 5)  # from an older checkpoint: epoch 2 and batches 20-35 again
     assert second.returncode == 0, second.stderr[-3000:]
-    # each batch, histogram and validation epoch once; run train's purge is at the batch index,
-    # so its epoch-level point of epoch 2 from the crashed process stays (README's documented limit)
-    assert_steps(d, list(range(50)), [0, 1, 2, 3, 4], [9, 19, 29, 39, 49], train_epochs=[0, 1, 2, 2, 3, 4])
-    files = readback.event_files(os.path.join(d, "train"))
+    # each batch, histogram and epoch once: train_batch is purged at the batch index, train and
+    # validation at the epoch, so the crashed process's epoch 2 is hidden too
+    assert_steps(d, list(range(50)), [0, 1, 2, 3, 4], [9, 19, 29, 39, 49])
+    files = readback.event_files(os.path.join(d, "train_batch"))
     assert len(files) == 2
     newest = {e.step for e in readback.raw_events(files[-1]) if e.summary.value}
     assert set(range(20, 50)) <= newest  # batches 20-35 shown are the resumed process's
     # TensorBoard's default loader, the Rust data server, shows the same steps and values
-    want = {k: readback.scalars(d, *k) for k in [("train", "batch_accuracy"), ("validation", "epoch_accuracy")]}
+    want = {k: readback.scalars(d, *k) for k in [("train_batch", "batch_accuracy"), ("train", "epoch_accuracy"),
+                                                  ("validation", "epoch_accuracy")]}
     got = tb_server.served_scalars(d, list(want), [[s for s, _ in v] for v in want.values()])
     assert got == {k: [(s, pytest.approx(v, rel=1e-6)) for s, v in pts] for k, pts in want.items()}
 
@@ -190,6 +191,7 @@ def test_a_second_fit_with_the_same_callback_continues(tmp_path):
     assert_steps(d, list(range(40)), [0, 1, 2, 3], [9, 19, 29, 39])
     assert cb.resumed_from == ""
     assert purges(os.path.join(d, "train")) == [] and purges(os.path.join(d, "validation")) == []
+    assert purges(os.path.join(d, "train_batch")) == []
 
 
 def test_a_refit_after_a_fit_that_raised_continues(tmp_path):
@@ -210,7 +212,7 @@ def test_begin_epoch_beyond_the_next_epoch_wins(tmp_path):
     cb.close()
     assert steps(d, "train", "epoch_accuracy") == [0, 3]
     assert steps(d, "validation", "epoch_accuracy") == [0, 3]
-    assert steps(d, "train", "batch_accuracy") == list(range(20))  # batches go on, no gap
+    assert steps(d, "train_batch", "batch_accuracy") == list(range(20))  # batches go on, no gap
 
 
 # ------------------------------------------------------------ batches per epoch; initial_*
@@ -233,10 +235,10 @@ def test_begin_epoch_in_a_fresh_callback_starts_at_its_batches(tmp_path, handle,
     train, _ = iters(42, handle)  # 11 batches an epoch ("pad") or 10 ("discard")
     with TensorBoardCallback(d, weights=False) as cb:
         fit(cb, train=train, begin_epoch=2, num_epoch=3)
-    assert steps(d, "train", "batch_accuracy") == list(range(first, first + first // 2))
+    assert steps(d, "train_batch", "batch_accuracy") == list(range(first, first + first // 2))
     assert steps(d, "train", "epoch_accuracy") == [2]
-    assert purges(os.path.join(d, "train")) == [(0, first)]
-    assert purges(os.path.join(d, "validation")) == [(0, 2)]
+    assert purges(os.path.join(d, "train_batch")) == [(0, first)]
+    assert purges(os.path.join(d, "train")) == purges(os.path.join(d, "validation")) == [(0, 2)]
 
 
 def test_an_iterator_without_a_length_starts_at_0_and_says_how_to_set_it(tmp_path, caplog):
@@ -248,16 +250,16 @@ def test_an_iterator_without_a_length_starts_at_0_and_says_how_to_set_it(tmp_pat
     said = [r.getMessage() for r in caplog.records if "initial_step" in r.getMessage()]
     assert len(said) == 1 and "Opaque" in said[0] and "epoch 2" in said[0], said
     assert cb.resumed_from == "begin_epoch=2 and no known length of Opaque"
-    assert steps(d, "train", "batch_accuracy") == list(range(20))
+    assert steps(d, "train_batch", "batch_accuracy") == list(range(20))
     assert steps(d, "train", "epoch_accuracy") == [2, 3]
-    assert purges(os.path.join(d, "train")) == []  # a purge at 0 would hide every earlier point
-    assert purges(os.path.join(d, "validation")) == [(0, 2)]
+    assert purges(os.path.join(d, "train_batch")) == []  # a purge at 0 would hide every earlier point
+    assert purges(os.path.join(d, "train")) == purges(os.path.join(d, "validation")) == [(0, 2)]
     # the advice taken: initial_step continues them
     d = str(tmp_path / "b")
     train, _ = iters()
     with TensorBoardCallback(d, weights=False, initial_step=20) as cb:
         fit(cb, train=Opaque(train), begin_epoch=2, num_epoch=3)
-    assert steps(d, "train", "batch_accuracy") == list(range(20, 30))
+    assert steps(d, "train_batch", "batch_accuracy") == list(range(20, 30))
     assert cb.resumed_from == "initial_epoch/initial_step"
 
 
@@ -266,11 +268,12 @@ def test_initial_epoch_and_step(tmp_path):
     with TensorBoardCallback(d, initial_epoch=5, initial_step=100) as cb:
         fit(cb, num_epoch=1)
     assert_steps(d, list(range(100, 110)), [5], [109])
-    assert purges(os.path.join(d, "train")) == [(0, 100)]
+    assert purges(os.path.join(d, "train_batch")) == [(0, 100)]
+    assert purges(os.path.join(d, "train")) == [(0, 5)]
     d = str(tmp_path / "epoch")
     with TensorBoardCallback(d, weights=False, initial_epoch=5) as cb:
         fit(cb, num_epoch=2)  # the batch index follows the epoch: 5 x 10 batches
-    assert steps(d, "train", "batch_accuracy") == list(range(50, 70))
+    assert steps(d, "train_batch", "batch_accuracy") == list(range(50, 70))
     assert steps(d, "validation", "epoch_accuracy") == [5, 6]
 
 

@@ -9,9 +9,10 @@ import readback
 from gluon_tb.handlers import TensorBoardCallback
 from test_module_callback import BATCH, PARAMS, Oracle, iters, module
 
-ALL = {("train", t) for t in ["batch_accuracy", "epoch_accuracy", "__run_graph__"]
-       + [f"weights/{p}" for p in PARAMS]} | {("validation", "epoch_accuracy")}
-HISTOGRAMS = {("train", t) for t in ["__run_graph__"] + [f"weights/{p}" for p in PARAMS]}
+ALL = {("train", t) for t in ["epoch_accuracy", "__run_graph__", *readback.EPOCH_EXTRAS]} | {
+    ("train_batch", t) for t in ["batch_accuracy"] + [f"{k}/{p}" for k in ("weights", "gradients") for p in PARAMS]
+} | {("validation", "epoch_accuracy")}
+HISTOGRAMS = {("train", "__run_graph__")} | {("train_batch", f"weights/{p}") for p in PARAMS}
 EVERY_SLOT = "or every slot at once with mod.fit(..., **cb.fit_callbacks())"
 
 
@@ -34,7 +35,7 @@ def run(logdir, slots, caplog):
 def assert_whole_training(logdir, oracle):
     """Every tag, each at the steps and with the values of a callback in the right slots."""
     assert readback.tags(logdir) == ALL
-    batch = readback.scalars(logdir, "train", "batch_accuracy")
+    batch = readback.scalars(logdir, "train_batch", "batch_accuracy")
     assert [s for s, _ in batch] == list(range(8))
     assert [v for _, v in batch] == pytest.approx([b[0][1] for b in oracle.batch])
     train = readback.scalars(logdir, "train", "epoch_accuracy")
@@ -42,7 +43,7 @@ def assert_whole_training(logdir, oracle):
     val = readback.scalars(logdir, "validation", "epoch_accuracy")
     assert val == [(0, pytest.approx(oracle.val[0][0][1])), (1, pytest.approx(oracle.val[1][0][1]))]
     for p in PARAMS:
-        assert [e.step for e in readback.tensor_events(logdir, "train", f"weights/{p}")] == [3, 7]
+        assert [e.step for e in readback.tensor_events(logdir, "train_batch", f"weights/{p}")] == [3, 7]
 
 
 RIGHT_THING = {
@@ -85,7 +86,7 @@ def test_eval_end_method_as_eval_batch_end_callback_warns_too(tmp_path, caplog):
     oracle, said = run(str(tmp_path), lambda cb: dict(batch_end_callback=[cb], epoch_end_callback=cb.epoch_end,
                                                       eval_batch_end_callback=cb.eval_end), caplog)
     assert readback.tags(str(tmp_path)) == ALL - {("validation", "epoch_accuracy")}
-    assert [s for s, _ in readback.scalars(str(tmp_path), "train", "batch_accuracy")] == list(range(8))
+    assert [s for s, _ in readback.scalars(str(tmp_path), "train_batch", "batch_accuracy")] == list(range(8))
     assert said == [
         f"gluon_tb: TensorBoardCallback is not in fit's eval_end_callback, so validation values are not logged; "
         f"pass eval_end_callback=cb.eval_end, {EVERY_SLOT}",
@@ -104,7 +105,8 @@ def test_epoch_end_callback_alone_says_what_to_pass(tmp_path, caplog):
 
 def test_batch_end_callback_alone_names_the_missing_slots(tmp_path, caplog):
     _, said = run(str(tmp_path), lambda cb: dict(batch_end_callback=[cb]), caplog)
-    assert readback.tags(str(tmp_path)) == {("train", "batch_accuracy"), ("train", "__run_graph__")}
+    assert readback.tags(str(tmp_path)) == {("train_batch", "batch_accuracy"), ("train", "__run_graph__")} | {
+        ("train_batch", f"gradients/{p}") for p in PARAMS}  # taken in the batch callback
     assert said == [
         "gluon_tb: TensorBoardCallback is not in fit's epoch_end_callback, so epoch_* values and weight "
         f"histograms are not logged; pass epoch_end_callback=cb.epoch_end, {EVERY_SLOT}",

@@ -39,15 +39,15 @@ def test_no_host_read_by_gluon_tb_on_the_training_thread(tmp_path, options, devi
 
     # and the options did their work in that fit (read back after fit, before close)
     tags = readback.tags(d)
-    want = {("train", "epoch_accuracy"), ("train", "batch_cross-entropy")} | \
-        {("train", f"weights/{p}") for p in PARAMS}
+    want = {("train", "epoch_accuracy"), ("train_batch", "batch_cross-entropy")} | \
+        {("train_batch", f"weights/{p}") for p in PARAMS}
     if with_eval:
         want.add(("validation", "epoch_cross-entropy"))
     if options == "everything":
-        want |= {("train", "conv_filters/conv1"), ("train", "feature_maps/conv1"), ("train", "grad_norm/global"),
-                 ("train", "update_ratio/fc1_weight"), ("train", "grad_health")}
+        want |= {("train", "conv_filters/conv1"), ("train", "feature_maps/conv1"), ("train_batch", "grad_norm/global"),
+                 ("train_batch", "update_ratio/fc1_weight"), ("train_batch", "grad_health")}
         assert cb.health_events == {"vanishing": 1}
     assert want <= tags
     cb.close()
     if options == "everything":
-        assert len(readback.tensor_events(d, "train", "grad_norm/global")) == 8
+        assert len(readback.tensor_events(d, "train_batch", "grad_norm/global")) == 8

@@ -81,7 +81,7 @@ def test_top_rows_by_count_labelled_with_their_tokens(tmp_path):
                                   oracle.seen[1]["embedding0_weight"][order])
     assert p.metadata("word_vectors", run="train").splitlines() == tokens
     assert logged_steps(d) == ["00001"]
-    assert sorted(os.listdir(d)) == ["train"]
+    assert sorted(os.listdir(d)) == ["train", "train_batch"]
 
 
 def test_a_token_list_without_counts_is_taken_in_index_order(tmp_path):

@@ -266,12 +266,12 @@ def profiled(logdir, profile_batch, epochs=2):
     est = make_estimator()
     handler = TensorBoardHandler(str(logdir), profile_batch=profile_batch)
     est.fit(loader(), epochs=epochs, event_handlers=[handler])
-    files = glob.glob(os.path.join(str(logdir), "train", "plugins", "profile", "*", "*.xplane.pb"))
+    files = glob.glob(os.path.join(str(logdir), "train_batch", "plugins", "profile", "*", "*.xplane.pb"))
     return handler, files
 
 
 def read_text(logdir, tag):
-    acc = multiplexer(str(logdir)).GetAccumulator("train")
+    acc = multiplexer(str(logdir)).GetAccumulator("train_batch")
     return [(e.step, e.tensor_proto.string_val[0].decode()) for e in acc.Tensors(tag)]
 
 
@@ -483,7 +483,7 @@ def test_nothing_left_in_the_working_directory(tmp_path):
     subprocess.run([sys.executable, "-c", script, os.path.dirname(__file__)], cwd=str(tmp_path),
                    env=env, check=True, timeout=120, capture_output=True)
     assert sorted(os.listdir(tmp_path)) == ["logs"]
-    assert len(glob.glob(str(tmp_path / "logs/train/plugins/profile/*/*.xplane.pb"))) == 1
+    assert len(glob.glob(str(tmp_path / "logs/train_batch/plugins/profile/*/*.xplane.pb"))) == 1
 
 
 def test_profile_batch_0_is_off_as_in_keras(tmp_path, profiler_calls):
@@ -522,10 +522,10 @@ def test_profiler_failure_follows_on_error(tmp_path, profiler_calls, monkeypatch
         [f"gluon_tb: writing to {tmp_path / 'w'} failed (RuntimeError: injected {name} failure); training "
          "goes on (on_error='warn'), later writer errors are only counted"]
     assert profiler_calls[-1:] == ["stop"]
-    acc = multiplexer(str(tmp_path / "w")).GetAccumulator("train")
+    acc = multiplexer(str(tmp_path / "w")).GetAccumulator("train_batch")
     assert [e.step for e in acc.Tensors("batch_loss")] == list(range(12))
     assert "profile/operator_stats" not in acc.Tags()["tensors"]
-    assert glob.glob(str(tmp_path / "w" / "train" / "plugins" / "profile" / "*" / "*")) == []
+    assert glob.glob(str(tmp_path / "w" / "train_batch" / "plugins" / "profile" / "*" / "*")) == []
 
 
 def test_failing_step_marks_leave_the_profile_without_steps(tmp_path, profiler_calls, monkeypatch, caplog):

@@ -33,7 +33,7 @@ def profiled_in_a_new_process(logdir):
     env.pop("MXNET_PROFILER_AUTOSTART", None)
     subprocess.run([sys.executable, "-c", script, os.path.dirname(os.path.abspath(__file__)), str(logdir)],
                    env=env, check=True, timeout=120, capture_output=True)
-    return glob.glob(os.path.join(str(logdir), "train", "plugins", "profile", "*", "*.xplane.pb"))
+    return glob.glob(os.path.join(str(logdir), "train_batch", "plugins", "profile", "*", "*.xplane.pb"))
 
 
 @contextlib.contextmanager

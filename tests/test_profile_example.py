@@ -33,7 +33,7 @@ def example(tmp_path_factory):
     proc = subprocess.run([sys.executable, EXAMPLE, "--logdir", logdir], cwd=str(d), env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    files = glob.glob(os.path.join(logdir, "train", "plugins", "profile", "*", "*.xplane.pb"))
+    files = glob.glob(os.path.join(logdir, "train_batch", "plugins", "profile", "*", "*.xplane.pb"))
     assert len(files) == 1, files
     return logdir, proc.stdout, files[0]
 
@@ -52,7 +52,7 @@ def test_its_xspace_holds_the_profiled_batches_operators(example):
     session, name = xplane.split(os.sep)[-2:]
     assert re.fullmatch(r"\d{4}_\d\d_\d\d_\d\d_\d\d_\d\d", session)
     assert name == f"{socket.gethostname()}.xplane.pb"
-    assert os.listdir(os.path.join(logdir, "train", "plugins", "profile")) == [session]
+    assert os.listdir(os.path.join(logdir, "train_batch", "plugins", "profile")) == [session]
     hosts, planes = decode_xspace(open(xplane, "rb").read())
     assert hosts == [socket.gethostname()] and [p["name"] for p in planes] == ["/host:CPU"]
     lines = planes[0]["lines"]
@@ -74,11 +74,11 @@ def test_its_xspace_holds_the_profiled_batches_operators(example):
 def test_its_operator_table_is_text_at_the_last_profiled_batch(example):
     logdir, _, _ = example
     mux = multiplexer(logdir)
-    assert sorted(mux.Runs()) == ["train", "validation"]
-    profile_tags = [t for t in mux.Runs()["train"]["tensors"] if t.startswith("profile/")]
+    assert sorted(mux.Runs()) == ["train", "train_batch", "validation"]
+    profile_tags = [t for t in mux.Runs()["train_batch"]["tensors"] if t.startswith("profile/")]
     assert profile_tags == ["profile/operator_stats"]
-    [event] = mux.Tensors("train", "profile/operator_stats")
-    assert mux.SummaryMetadata("train", "profile/operator_stats").plugin_data.plugin_name == "text"
+    [event] = mux.Tensors("train_batch", "profile/operator_stats")
+    assert mux.SummaryMetadata("train_batch", "profile/operator_stats").plugin_data.plugin_name == "text"
     text = event.tensor_proto.string_val[0].decode()
     assert event.step == STOP
     assert text.startswith(f"MXNet profiler, global batches {START} to {STOP}\n")

@@ -85,10 +85,10 @@ def test_typical_setup_has_both_loss_curves(tmp_path):
             event_handlers=[by_hand, TensorBoardHandler(d, histogram_period=None, images=False,
                                                           graph=False)])
     assert readback.tags(d) == {
-        ("train", t) for t in ("batch_loss", "batch_accuracy", "epoch_loss", "epoch_accuracy",
-                               "epoch_learning_rate", "epoch_samples_per_second", "epoch_input_wait_seconds",
-                               "epoch_batch_seconds", "epoch_input_wait_fraction")
-    } | {("validation", "epoch_loss"), ("validation", "epoch_accuracy")}
+        ("train", t) for t in ("epoch_loss", "epoch_accuracy", "epoch_learning_rate", "epoch_samples_per_second",
+                               "epoch_input_wait_seconds", "epoch_batch_seconds", "epoch_input_wait_fraction")
+    } | {("train_batch", "batch_loss"), ("train_batch", "batch_accuracy"), ("validation", "epoch_loss"),
+         ("validation", "epoch_accuracy")}
     got = readback.scalars(d, "validation", "epoch_loss")
     assert [s for s, _ in got] == [0, 1, 2]
     np.testing.assert_allclose([v for _, v in got], by_hand.means, rtol=1e-5)
@@ -139,10 +139,10 @@ def test_no_host_read_by_gluon_tb_during_fit(tmp_path, loss_metric, validation, 
                 event_handlers=[tb])
     assert c.calls == [], str(c)
     tags = readback.tags(str(tmp_path))
-    assert ("train", "epoch_loss") in tags and ("train", "batch_loss") in tags
+    assert ("train", "epoch_loss") in tags and ("train_batch", "batch_loss") in tags
     assert (("validation", "epoch_loss") in tags) == validation
     if options:
-        assert {("train", "grad_norm/global"), ("train", "first_batch")} <= tags
+        assert {("train_batch", "grad_norm/global"), ("train", "first_batch")} <= tags
 
 
 # ------------------------------------------------------------ 3. resume in a new process
@@ -199,7 +199,7 @@ def test_resume_from_checkpoint_continues_the_steps(tmp_path):
     for run in ("train", "validation"):
         assert steps(d, run, "epoch_loss") == [0, 1, 2, 3]
         assert steps(d, run, "epoch_accuracy") == [0, 1, 2, 3]
-    assert steps(d, "train", "batch_loss") == list(range(16))
+    assert steps(d, "train_batch", "batch_loss") == list(range(16))
     assert steps(d, "train", "epoch_learning_rate") == [0, 1, 2, 3]
 
 
@@ -207,20 +207,20 @@ def test_resume_hides_what_a_crashed_process_logged_after_its_checkpoint(tmp_pat
     d, m = str(tmp_path / "logs"), str(tmp_path / "model")
     crashed = run_script(d, m, "epochs", 4, 0, 11)  # checkpoints after epochs 0 and 1, dies at batch 10
     assert crashed.returncode == 3, crashed.stderr[-3000:]
-    assert steps(d, "train", "batch_loss") == list(range(11))  # 8, 9, 10: past the checkpoint
+    assert steps(d, "train_batch", "batch_loss") == list(range(11))  # 8, 9, 10: past the checkpoint
     second = run_script(d, m, "epochs", 4, 1, 0)
     assert second.returncode == 0, second.stderr[-3000:]
-    assert steps(d, "train", "batch_loss") == list(range(16))
+    assert steps(d, "train_batch", "batch_loss") == list(range(16))
     assert steps(d, "train", "epoch_loss") == [0, 1, 2, 3]
     assert steps(d, "validation", "epoch_loss") == [0, 1, 2, 3]
     # the points of batches 8-10 are the resumed process's, not the crashed one's
-    files = readback.event_files(os.path.join(d, "train"))
+    files = readback.event_files(os.path.join(d, "train_batch"))
     assert len(files) == 2
     newest = {e.step for e in readback.raw_events(files[-1]) if e.summary.value}
     assert set(range(8, 16)) <= newest
     # and so does TensorBoard's default loader, the Rust data server: same steps, same values
     want = {k: readback.scalars(d, *k) for k in
-            [("train", "batch_loss"), ("train", "epoch_loss"), ("validation", "epoch_loss")]}
+            [("train_batch", "batch_loss"), ("train", "epoch_loss"), ("validation", "epoch_loss")]}
     got = tb_server.served_scalars(d, list(want), [[s for s, _ in v] for v in want.values()])
     assert got == {k: [(s, pytest.approx(v, rel=1e-6)) for s, v in pts] for k, pts in want.items()}
 
@@ -232,7 +232,7 @@ def test_resume_of_a_fit_by_batches(tmp_path):
     second = run_script(d, m, "batches", 12, 1, 0)
     assert second.returncode == 0, second.stderr[-3000:]
     assert "CheckpointHandler (epoch 1, batch 5)" in second.stdout
-    assert steps(d, "train", "batch_loss") == list(range(12))
+    assert steps(d, "train_batch", "batch_loss") == list(range(12))
 
 
 def test_initial_epoch_and_step_are_the_fallback(tmp_path):
@@ -243,7 +243,7 @@ def test_initial_epoch_and_step_are_the_fallback(tmp_path):
                             initial_step=100)
     est.fit(loader(), epochs=1, event_handlers=[tb])
     assert steps(d, "train", "epoch_loss") == [5]
-    assert steps(d, "train", "batch_loss") == [100, 101, 102, 103]
+    assert steps(d, "train_batch", "batch_loss") == [100, 101, 102, 103]
     with pytest.raises(ValueError, match="initial_step must be None or an int >= 0, got -1"):
         TensorBoardHandler(d, initial_step=-1)
     with pytest.raises(TypeError, match="initial_epoch must be None or an int >= 0, got str"):
@@ -259,7 +259,7 @@ def test_initial_epoch_alone_hides_no_batch_points(tmp_path):
                                      event_handlers=[TensorBoardHandler(d, **kw)])
     make_est(make_net(ctx), ctx).fit(loader(), val_data=loader(32, seed=1), epochs=1,
                                      event_handlers=[TensorBoardHandler(d, initial_epoch=1, **kw)])
-    assert steps(d, "train", "batch_loss") == list(range(8)) + list(range(4))  # none hidden
+    assert steps(d, "train_batch", "batch_loss") == list(range(8)) + list(range(4))  # none hidden
     assert steps(d, "validation", "epoch_loss") == [0, 1]  # the first run's epoch 1 is replaced
 
 
@@ -269,7 +269,7 @@ def test_a_trainer_that_already_trained_continues_with_a_new_handler(tmp_path):
     est = make_est(make_net(ctx), ctx)
     est.fit(loader(), epochs=2, event_handlers=[TensorBoardHandler(d, histogram_period=None)])
     est.fit(loader(), epochs=1, event_handlers=[TensorBoardHandler(d, histogram_period=None)])
-    assert steps(d, "train", "batch_loss") == list(range(12))
+    assert steps(d, "train_batch", "batch_loss") == list(range(12))
     assert steps(d, "train", "epoch_loss") == [0, 1, 2]
 
 
@@ -305,7 +305,7 @@ def test_a_failed_fit_leaves_nothing_hooked(tmp_path, second):
     if second == "handler":
         est.fit(loader(), val_data=loader(32, seed=1), epochs=1,
                 event_handlers=[TensorBoardHandler(d2, histogram_period=1)])
-        assert steps(d2, "train", "batch_loss") == list(range(10, 14))  # the trainer made 10 updates
+        assert steps(d2, "train_batch", "batch_loss") == list(range(10, 14))  # the trainer made 10 updates
     elif second == "none":
         est.fit(loader(), val_data=loader(32, seed=1), epochs=1)
     else:
@@ -315,8 +315,8 @@ def test_a_failed_fit_leaves_nothing_hooked(tmp_path, second):
         est.trainer.step(2)
     assert own_methods(est)
     # everything the old handler logged before the exception is on disk, and nothing after it
-    assert steps(d1, "train", "batch_loss") == list(range(9))
-    assert readback.tensor_events(d1, "train", "gradients/net_dense1_bias")[-1].step == 9
+    assert steps(d1, "train_batch", "batch_loss") == list(range(9))
+    assert readback.tensor_events(d1, "train_batch", "gradients/net_dense1_bias")[-1].step == 9
     assert not old._out._open  # its writers are closed
 
 
@@ -329,11 +329,11 @@ def test_the_same_handler_can_fit_again_after_a_failure(tmp_path):
         est.fit(loader(), epochs=2, event_handlers=[tb, Boom(3)])  # batch 2 stepped, then raised
     est.fit(loader(), epochs=1, event_handlers=[tb])
     assert own_methods(est)
-    assert steps(d, "train", "batch_loss") == [0, 1, 3, 4, 5, 6]  # 2's gradients are the failed batch's
+    assert steps(d, "train_batch", "batch_loss") == [0, 1, 3, 4, 5, 6]  # 2's gradients are the failed batch's
     for tag in ("gradients/net_dense1_bias", "weights/net_dense1_bias"):
-        got = [e.step for e in readback.tensor_events(d, "train", tag)]
+        got = [e.step for e in readback.tensor_events(d, "train_batch", tag)]
         assert got == ([0, 1, 2] if tag.startswith("grad") else [0, 1]) + [3, 4, 5, 6]
-    assert steps(d, "train", "grad_norm/global") == [0, 1, 3, 4, 5, 6]
+    assert steps(d, "train_batch", "grad_norm/global") == [0, 1, 3, 4, 5, 6]
 
 
 def test_a_new_fit_on_another_estimator_closes_the_dead_handlers_writers(tmp_path):
@@ -346,7 +346,7 @@ def test_a_new_fit_on_another_estimator_closes_the_dead_handlers_writers(tmp_pat
     other = make_est(make_net(ctx), ctx)
     other.fit(loader(), epochs=1, event_handlers=[TensorBoardHandler(str(tmp_path / "two"))])
     assert not old._out._open and own_methods(est)
-    assert steps(str(tmp_path / "one"), "train", "batch_loss") == [0, 1]
+    assert steps(str(tmp_path / "one"), "train_batch", "batch_loss") == [0, 1]
 
 
 def test_a_fit_on_another_thread_keeps_its_hooks(tmp_path):
@@ -372,7 +372,7 @@ def test_a_fit_on_another_thread_keeps_its_hooks(tmp_path):
     go.set()
     t.join(60)
     assert own_methods(est)
-    assert [e.step for e in readback.tensor_events(str(tmp_path / "bg"), "train", "gradients/net_dense1_bias")] \
+    assert [e.step for e in readback.tensor_events(str(tmp_path / "bg"), "train_batch", "gradients/net_dense1_bias")] \
         == [0, 1, 2, 3]
 
 
@@ -426,8 +426,8 @@ def test_histograms_of_an_epoch_cut_short(tmp_path):
     est = make_est(net, ctx)
     est.fit(loader(), epochs=5, event_handlers=[TensorBoardHandler(d), StopAt(6)])
     for kind in ("gradients", "weights"):
-        assert [e.step for e in readback.tensor_events(d, "train", f"{kind}/net_dense1_bias")] == [3, 5]
-    last = readback.tensor_events(d, "train", "weights/net_dense1_bias")[-1]
+        assert [e.step for e in readback.tensor_events(d, "train_batch", f"{kind}/net_dense1_bias")] == [3, 5]
+    last = readback.tensor_events(d, "train_batch", "weights/net_dense1_bias")[-1]
     from tensorboard.util import tensor_util
 
     counts = tensor_util.make_ndarray(last.tensor_proto)[:, 2]
@@ -453,10 +453,10 @@ def test_an_epoch_cut_short_once_does_not_move_the_next_epochs_histograms(tmp_pa
     ctx = [mx.cpu()]
     est = make_est(make_net(ctx), ctx)
     est.fit(loader(), epochs=3, event_handlers=[TensorBoardHandler(d, grad_health=True), CutOnce(cut)])
-    assert steps(d, "train", "batch_loss") == list(range(10))  # one epoch of 4 lost 2 batches
-    got = [e.step for e in readback.tensor_events(d, "train", "gradients/net_dense1_bias")]
+    assert steps(d, "train_batch", "batch_loss") == list(range(10))  # one epoch of 4 lost 2 batches
+    got = [e.step for e in readback.tensor_events(d, "train_batch", "gradients/net_dense1_bias")]
     assert got == {6: [3, 5, 9], 2: [1, 5, 9]}[cut]
-    assert steps(d, "train", "grad_norm/global") == got
+    assert steps(d, "train_batch", "grad_norm/global") == got
 
 
 def test_update_ratio_of_a_zero_initialised_bias_stays_bounded(tmp_path):
@@ -465,11 +465,11 @@ def test_update_ratio_of_a_zero_initialised_bias_stays_bounded(tmp_path):
     net = make_net(ctx)
     est = make_est(net, ctx)
     est.fit(loader(), epochs=1, event_handlers=[TensorBoardHandler(d, histogram_period=1, grad_health=True)])
-    first = readback.scalars(d, "train", "update_ratio/net_dense1_bias")
+    first = readback.scalars(d, "train_batch", "update_ratio/net_dense1_bias")
     assert [s for s, _ in first] == [0, 1, 2, 3]
     assert first[0][1] == pytest.approx(1.0)  # the bias was 0: the step is the whole weight
     assert all(0 < v <= 1 for _, v in first)
-    w = readback.scalars(d, "train", "update_ratio/net_dense1_weight")
+    w = readback.scalars(d, "train_batch", "update_ratio/net_dense1_weight")
     assert all(0 < v < 0.5 for _, v in w)
     helpers = [t for t in threading.enumerate() if t.name == "gluon_tb-grad-health"]
     for t in helpers:

@@ -24,9 +24,9 @@ def test_a_handler_listed_twice_logs_once_and_warns(tmp_path):
     est = make_est(make_net())
     with pytest.warns(UserWarning, match=r"TensorBoardHandler is listed 2 times in event_handlers; it logs once"):
         est.fit(loader(), epochs=2, event_handlers=[h, h])
-    assert [s for s, _ in readback.scalars(str(tmp_path), "train", "batch_loss")] == list(range(2 * BATCHES))
+    assert [s for s, _ in readback.scalars(str(tmp_path), "train_batch", "batch_loss")] == list(range(2 * BATCHES))
     assert [s for s, _ in readback.scalars(str(tmp_path), "train", "epoch_loss")] == [0, 1]
-    steps = [e.step for e in readback.tensor_events(str(tmp_path), "train", "gradients/net_dense0_weight")]
+    steps = [e.step for e in readback.tensor_events(str(tmp_path), "train_batch", "gradients/net_dense0_weight")]
     assert steps == list(range(2 * BATCHES))
 
 

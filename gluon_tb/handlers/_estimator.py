@@ -55,9 +55,9 @@ from ._word_vectors import WordVectors
 from ._input_wait import InputWait
 from ._inputs import log_first_batch
 from ._listed_once import keep_first
-from ._resume import batches_before, continue_at, resume_point
+from ._resume import batches_before, continue_at, graph_logged_before, resume_point
 from ._keras_names import known_names
-from ._run_writers import ON_ERROR, TRAIN, RunWriters
+from ._run_writers import ON_ERROR, TRAIN, TRAIN_BATCH, RunWriters
 from ._schedule import Period, schedule
 
 __all__ = ["TensorBoardHandler"]
@@ -73,23 +73,27 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
                 event_handlers=[TensorBoardHandler("logs/run1")])
         # then: tensorboard --logdir logs
 
-    Run ``<logdir>/train``: ``batch_loss`` (the mean of the loss values the batch processor
-    returned for the batch) and ``batch_<metric>`` (the metric over the batches since the previous
-    point: with ``batch_period=1`` the batch alone) every ``batch_period`` batches; ``epoch_loss``
-    (the estimator's loss metric, or the mean of the epoch's returned loss values when it has
-    none), ``epoch_<metric>`` (the epoch-wide value, ``get_global()``), ``epoch_learning_rate``
-    (the rate the epoch's batches trained with), ``epoch_samples_per_second`` (samples counted
-    along ``fit(batch_axis=)`` of the data); histograms ``gradients/<param>`` (the batch's
-    gradient as backward produced it, summed over devices, taken when ``fit_batch`` returns:
-    before any handler clips or scales it and before the optimizer step) and
-    ``weights/<param>`` (after that batch's update) on the
-    ``histogram_period`` schedule; the graph of a hybridized net once, after the first
-    batch; ``first_batch``, the first inputs of every epoch as one image grid. Run
-    ``<logdir>/validation``: ``epoch_loss`` and ``epoch_<metric>``, the estimator's own
-    values. Metric names lose their ``training``/``validation`` prefix, are lower-cased and
-    use ``_`` for spaces. Batch-level steps are the global batch index from 0 across
-    epochs; epoch-level steps the epoch index from 0. Steps go on if the same handler is
-    passed to a second ``fit``.
+    Run ``<logdir>/train`` (step: the epoch index from 0): ``epoch_loss`` (the estimator's loss
+    metric, or the mean of the epoch's returned loss values when it has none), ``epoch_<metric>``
+    (the epoch-wide value, ``get_global()``), ``epoch_learning_rate`` (the rate the epoch's
+    batches trained with), ``epoch_samples_per_second`` (samples counted along
+    ``fit(batch_axis=)`` of the data), ``epoch_input_wait_seconds``, ``epoch_batch_seconds`` and
+    ``epoch_input_wait_fraction`` (``_input_wait.py``); the graph of a hybridized net once per
+    run, after the first batch (not by a ``fit`` that continues a training: its first process
+    logged it); ``first_batch``, the first inputs of every epoch as one image grid.
+    Run ``<logdir>/train_batch`` (step: the global batch index from 0 across epochs):
+    ``batch_loss`` (the mean of the loss values the batch processor returned for the batch) and
+    ``batch_<metric>`` (the metric over the batches since the previous point: with
+    ``batch_period=1`` the batch alone) every ``batch_period`` batches; histograms
+    ``gradients/<param>`` (the batch's gradient as backward produced it, summed over devices,
+    taken when ``fit_batch`` returns: before any handler clips or scales it and before the
+    optimizer step) and ``weights/<param>`` (after that batch's update) on the
+    ``histogram_period`` schedule; ``grad_health``'s scalars and the profiler's output. Run
+    ``<logdir>/validation``: ``epoch_loss`` and ``epoch_<metric>``, the estimator's own values.
+    Metric names lose their ``training``/``validation`` prefix, are lower-cased and use ``_``
+    for spaces. Steps go on if the same handler is passed to a second ``fit``. A resumed
+    training hides what an earlier process logged from the resume point on, in each run at its
+    own step (``_resume.py``).
 
     Args:
         logdir: the log directory; run directories are created in it on first write.
@@ -191,7 +195,7 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
 
     @property
     def logdir(self) -> str:
-        """The log directory (runs ``train`` and ``validation`` are inside it)."""
+        """The log directory (runs ``train``, ``train_batch`` and ``validation`` are inside it)."""
         return self._out.logdir
 
     @property
@@ -255,9 +259,9 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
         if self._every.due(k):
             if losses and usable:
                 # copy=False: the loss arrays are fresh outputs
-                self._out.call(TRAIN, SummaryWriter.add_mean, "batch_loss", losses, k, copy=False)
+                self._out.call(TRAIN_BATCH, SummaryWriter.add_mean, "batch_loss", losses, k, copy=False)
             for tag, v in self._windows.take(estimator.train_metrics, skip_loss=bool(losses) and usable):
-                self._out.call(TRAIN, SummaryWriter.add_scalar, f"batch_{tag}", v, k)
+                self._out.call(TRAIN_BATCH, SummaryWriter.add_scalar, f"batch_{tag}", v, k)
         if self._out.muted:  # a worker other than rank 0: only the epoch values are shared
             self._step += 1
             self._in_epoch += 1
@@ -324,7 +328,7 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
     # ------------------------------------------------------------ pieces
     def _add_graph(self, net: Any) -> None:
         self._graph_done = True
-        if not self._graph:
+        if not self._graph or graph_logged_before(self._out, self.resumed_from):
             return
         if not getattr(net, "_cached_graph", None):
             self._out.say_once("graph", "gluon_tb: the graph is not logged: the net is not a hybridized "

@@ -1,6 +1,6 @@
 """The ``grad_health=`` option: gradient/weight norms and detectors, on the histogram schedule.
 
-Scalars (run ``train``, step = the global batch index of the check), per selected parameter
+Scalars (run ``train_batch``, step = the global batch index of the check), per selected parameter
 and ``global`` (over all of them):
 
 * ``grad_norm/<name>``: ``rescale_grad · ‖g‖`` — the batch's gradient (summed over devices)
@@ -51,7 +51,7 @@ from ..writer._common.checks import check_bool, describe
 from ..writer._common.threads import BACKGROUND_NICE, lower_thread_priority
 from ..writer import SummaryWriter
 from ._checks import check_option, check_positive_int, check_positive_number
-from ._run_writers import TRAIN, RunWriters, logger
+from ._run_writers import TRAIN_BATCH, RunWriters, logger
 
 KINDS = ("nonfinite", "vanishing", "exploding")
 WINDOW = 5
@@ -324,9 +324,9 @@ class HealthMonitor:
         else:
             ratio = update / max(weight, update, 1e-30)
         w = self._out
-        w.call(TRAIN, SummaryWriter.add_scalar, f"grad_norm/{name}", grad, step)
-        w.call(TRAIN, SummaryWriter.add_scalar, f"weight_norm/{name}", weight, step)
-        w.call(TRAIN, SummaryWriter.add_scalar, f"update_ratio/{name}", ratio, step)
+        w.call(TRAIN_BATCH, SummaryWriter.add_scalar, f"grad_norm/{name}", grad, step)
+        w.call(TRAIN_BATCH, SummaryWriter.add_scalar, f"weight_norm/{name}", weight, step)
+        w.call(TRAIN_BATCH, SummaryWriter.add_scalar, f"update_ratio/{name}", ratio, step)
 
     def _fire(self, kind: str, step: int, what: str, parts: List[str]) -> None:
         if kind in self.cfg.stop:
@@ -339,4 +339,4 @@ class HealthMonitor:
                        ", ".join(p.replace("`", "") for p in parts), stopping)
         text = f"**{what}** at batch {step}:\n\n" + "\n".join(f"* {p}" for p in parts) + \
             (f"\n\n{stopping.strip()}" if stopping else "")
-        self._out.call(TRAIN, SummaryWriter.add_text, "grad_health", text, step)
+        self._out.call(TRAIN_BATCH, SummaryWriter.add_text, "grad_health", text, step)

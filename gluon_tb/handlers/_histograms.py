@@ -25,7 +25,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import numpy as np
 
 from ..writer import SummaryWriter
-from ._run_writers import TRAIN, RunWriters
+from ._run_writers import TRAIN_BATCH, RunWriters
 from ._schedule import Schedule
 
 Arrays = List[Tuple[str, Any]]
@@ -147,7 +147,7 @@ class ParamHistograms:
         meta = self._meta if own else {}
         if arrays:  # one queued item, one event
             lim = self._sample
-            self._out.call(TRAIN, SummaryWriter.add_histograms,
+            self._out.call(TRAIN_BATCH, SummaryWriter.add_histograms,
                            {f"{kind}/{n}": sampled(a, lim, meta[n][0] if n in meta else None)
                             for n, a in arrays}, step)
         if kind == "gradients" and self._health:

@@ -76,6 +76,7 @@ class InputWait:
     def epoch_end(self, epoch: int) -> None:
         """Log the epoch's three scalars (nothing when no batch was timed)."""
         wait, busy = self._wait, self._busy
+        self._wait = self._busy = 0.0
         self._mark = self._begun = None
         total = wait + busy
         if total <= 0.0:

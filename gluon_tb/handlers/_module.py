@@ -19,18 +19,21 @@ from ._module_slots import (BATCH_END, EPOCH_END, EVAL_BATCH_END, EVAL_END, fit_
                             missing_slots, reroute)
 from ._module_insight import (ModuleFilters, ModuleProfiler, ModuleProjector, ModuleWordVectors, executor_module,
                               module_gradients)
+from ._input_wait import InputWait
+from ._module_rates import ModuleRates
 from ._projector import Embeddings, check_embeddings
-from ._resume import ModuleSteps
+from ._resume import ModuleSteps, graph_logged_before
 from ._keras_names import known_names
-from ._run_writers import ON_ERROR, TRAIN, VALIDATION, RunWriters
+from ._run_writers import ON_ERROR, TRAIN, TRAIN_BATCH, VALIDATION, RunWriters
 from ._schedule import Period, schedule
+from ._symbol import graph_symbol
 from ._word_vectors import WordVectors, check_word_vectors
 
 __all__ = ["TensorBoardCallback"]
 
 
 class TensorBoardCallback:
-    """Logs ``Module.fit`` to TensorBoard: runs ``train`` and ``validation`` under ``logdir``.
+    """Logs ``Module.fit`` to TensorBoard: runs ``train``, ``train_batch`` and ``validation`` under ``logdir``.
 
     Example::
 
@@ -40,17 +43,26 @@ class TensorBoardCallback:
                 **cb.fit_callbacks(batch_end_callback=[mx.callback.Speedometer(64, 50)]))
         cb.close()
 
-    Writes ``batch_<metric>`` in ``train`` every ``batch_period`` batches at the global batch
-    index (from 0 across epochs): the metric over the batches since the previous point (with
-    ``batch_period=1`` the batch alone), whatever ``reset_local()`` a ``Speedometer`` before or
-    after the callback makes (``_batch_metrics.py``); ``epoch_<metric>`` in ``train`` (from the epoch-wide
-    values, which ``Speedometer(auto_reset=True)``'s ``reset_local()`` leaves intact) and in
-    ``validation`` at the epoch index. A ``fit(begin_epoch=E)`` resumed in a new process
-    continues both (batches at ``E`` times the batches per epoch), a second ``fit`` with the
-    same callback goes on after the first (``_resume.py``'s :class:`ModuleSteps`);
-    ``weights/<name>`` histograms on the ``histogram_period`` schedule (by default of
-    ``arg_params`` at each epoch end, at the global index of the epoch's last batch); the
-    module's symbol as the graph, once. The
+    Writes, in run ``train_batch`` at the global batch index (from 0 across epochs):
+    ``batch_<metric>`` every ``batch_period`` batches, the metric over the batches since the
+    previous point (with ``batch_period=1`` the batch alone), whatever ``reset_local()`` a
+    ``Speedometer`` before or after the callback makes (``_batch_metrics.py``);
+    ``gradients/<name>`` (the batch's gradient in the executors, summed over devices, as backward
+    left it) and ``weights/<name>`` histograms on the ``histogram_period`` schedule (weights by
+    default from ``arg_params`` at each epoch end; both at the index of the epoch's last batch);
+    ``grad_health`` and the profiler's output. In runs ``train`` and ``validation`` at the epoch
+    index: ``epoch_<metric>`` (from the epoch-wide values, which
+    ``Speedometer(auto_reset=True)``'s ``reset_local()`` leaves intact); in ``train`` also
+    ``epoch_learning_rate`` (the rate of the epoch's last update, from the optimizer and its
+    ``lr_scheduler``), ``epoch_samples_per_second`` (the epoch's batch sizes along the batch axis
+    of the first input, over the seconds from the epoch's start to ``epoch_end``;
+    ``_module_rates.py``) and the module's symbol as the graph (a ``BucketingModule``'s default
+    bucket), once per run: a ``fit`` that continues a training (resumed, or
+    ``initial_epoch``/``initial_step``) leaves it to the process that began it. A
+    ``fit(begin_epoch=E)`` resumed in a new process continues the steps (batches at ``E``
+    times the batches per epoch) and hides what an earlier process logged from there on, each
+    run at its own step; a second ``fit`` with the same callback goes on after the first
+    (``_resume.py``'s :class:`ModuleSteps`). The
     see-inside options log what :class:`~._estimator.TensorBoardHandler`'s do, under the same tags
     (``_module_insight.py`` says how they work on a symbol).
 
@@ -81,8 +93,9 @@ class TensorBoardCallback:
             under ``<logdir>/worker_<rank>/``. As for :class:`~._estimator.TensorBoardHandler`.
         storage_options: for a URL ``logdir`` (``s3://bucket/run``), keyword arguments of
             its fsspec file system (``{"endpoint_url": ..., "key": ..., "secret": ...}``).
-        histogram_period: when ``weights/<name>`` and ``grad_health`` are logged: ``"epoch"``
-            (default): at each epoch end (``grad_health`` at the epoch's last batch); an int
+        histogram_period: when ``gradients/<name>``, ``weights/<name>`` and ``grad_health`` are
+            logged: ``"epoch"`` (default): at each epoch end (gradients and ``grad_health`` at
+            the epoch's last batch); an int
             ``k``: at global batches ``0, k, 2k, ...`` (weights as the module's executors hold
             them after that batch's update); ``None``: never.
         histogram_sample: a parameter with more values than this is histogrammed from an
@@ -166,13 +179,15 @@ class TensorBoardCallback:
         words = check_word_vectors(word_vectors)
         self._words = ModuleWordVectors(words, self._out) if words else None
         self._prof = ModuleProfiler(profile_batch, self._out)
+        self._rates = ModuleRates()
+        self._waits = InputWait(self._out)
         self._last_epoch = -1  # the last epoch of the running fit (from its num_epoch)
         self._has_eval = False
         self._evals = 0  # eval_end calls in the running fit
 
     @property
     def logdir(self) -> str:
-        """The log directory (runs ``train`` and ``validation`` are inside it)."""
+        """The log directory (runs ``train``, ``train_batch`` and ``validation`` are inside it)."""
         return self._out.logdir
 
     @property
@@ -207,9 +222,12 @@ class TensorBoardCallback:
             self._steps.fit_begins(local, self._out)  # before the first write: it may purge
             for key, msg in missing_slots(self, local):
                 self._out.say_once(key, msg, logging.WARNING)
+            self._rates.fit_begins()
         k = self._steps.next_batch()
+        if module is not None:
+            self._rates.see_batch(module, local)
         if not self._graph_done:
-            self._add_graph(getattr(module, "symbol", None))
+            self._add_graph(graph_symbol(module))
         if src is not None and self._every.every is not None:
             if not self._windows.watching([src]):  # fit's metric was reset before its first batch
                 self._windows.watch([src], from_zero=param.nbatch == 0)
@@ -219,7 +237,7 @@ class TensorBoardCallback:
                                        "sum_metric/num_inst", logging.WARNING)
             if self._every.due(k):
                 for tag, v in self._windows.take([src]):
-                    self._out.call(TRAIN, SummaryWriter.add_scalar, f"batch_{tag}", v, k)
+                    self._out.call(TRAIN_BATCH, SummaryWriter.add_scalar, f"batch_{tag}", v, k)
         if module is None or self._out.muted:
             return
         if begins:
@@ -248,8 +266,10 @@ class TensorBoardCallback:
         if not self._graph_done and symbol is not None:
             self._add_graph(symbol)
         if self._train_src is not None:
-            for tag, v in self._shared(scores([self._train_src], use_global=True)):
+            for tag, v in self._epoch_train_values():
                 self._out.call(TRAIN, SummaryWriter.add_scalar, f"epoch_{tag}", v, epoch)
+            self._waits.add(*self._rates.epoch_times())  # this worker's own (_input_wait.py)
+            self._waits.epoch_end(epoch)
         else:
             self._out.say_once("no-batches", "gluon_tb: TensorBoardCallback is not in fit's batch_end_callback, "
                                "so no training values are logged; pass batch_end_callback=cb, or every slot "
@@ -259,7 +279,7 @@ class TensorBoardCallback:
             arrays = {f"weights/{name}": sampled(arg_params[name], self._sample)
                       for name in sorted(arg_params) if self._want(name)}
             if arrays:  # one call: one MXNet operation copies them all
-                self._out.call(TRAIN, SummaryWriter.add_histograms, arrays, step)
+                self._out.call(TRAIN_BATCH, SummaryWriter.add_histograms, arrays, step)
         if self._out.muted:
             return
         if self._filters:
@@ -322,6 +342,7 @@ class TensorBoardCallback:
     def close(self) -> None:
         """Write everything and close the event files (logging again opens new ones)."""
         self._prof.finish(self._steps.step - 1)  # a range cut short by a fit that raised
+        self._rates.fetches.release()
         self._windows.stop()
         if self._health:
             self._health.settle(wait=True)
@@ -349,13 +370,14 @@ class TensorBoardCallback:
 
     def _fit_ends(self) -> None:
         """The last epoch of ``fit`` is over: end a profiled range, judge the last checks, then flush."""
+        self._rates.fetches.release()
         self._prof.finish(self._steps.step - 1)
         if self._health:
             self._health.settle(wait=True)
         self._out.flush()
 
     def _check_params(self, module: Any, k: int) -> None:
-        """Weights (int schedule) and grad_health of global batch ``k``, after its update."""
+        """Gradients, weights (int schedule) and grad_health of global batch ``k``, after its update."""
         module = executor_module(module)
         if module is None:
             self._out.say_once("no-exec", "gluon_tb: this module has no executor group of its own; "
@@ -366,9 +388,12 @@ class TensorBoardCallback:
             arrays = {f"weights/{n}": sampled(ws[0], self._sample)
                       for n, ws in zip(g.param_names, g.param_arrays) if self._want(n)}
             if arrays:
-                self._out.call(TRAIN, SummaryWriter.add_histograms, arrays, k)
+                self._out.call(TRAIN_BATCH, SummaryWriter.add_histograms, arrays, k)
+        grads, params, trainer = module_gradients(module, self._want)
+        if grads:  # the batch's gradients: summed over devices, as backward left them (one event)
+            self._out.call(TRAIN_BATCH, SummaryWriter.add_histograms,
+                           {f"gradients/{n}": sampled(g, self._sample) for n, g in grads}, k)
         if self._health:
-            grads, params, trainer = module_gradients(module, self._want)
             self._health.observe(k, grads, params)
             self._health.finish(trainer)
 
@@ -377,6 +402,15 @@ class TensorBoardCallback:
         self._worker = w
         self._mean = place(self._out, w, self._dist_mode)
 
+    def _epoch_train_values(self) -> list:
+        """The epoch's metric values, learning rate and throughput (``_module_rates.py``), shared
+        over the workers in one collective call (the throughput is their sum)."""
+        pairs = scores([self._train_src], use_global=True) + self._rates.epoch_values()
+        shared = self._shared(pairs)
+        if self._mean.shared and self._worker is not None:
+            shared = [(t, v * self._worker.size if t == "samples_per_second" else v) for t, v in shared]
+        return shared
+
     def _shared(self, pairs: list) -> list:
         """The pairs with their values averaged over the workers (collective when shared)."""
         if not self._mean.shared:
@@ -384,9 +418,9 @@ class TensorBoardCallback:
         return list(zip([t for t, _ in pairs], self._mean([v for _, v in pairs])))
 
     def _add_graph(self, symbol: Any) -> None:
+        """Once per run: not by a ``fit`` that continues a training (the process that began it logged it)."""
         if symbol is None:
             return
         self._graph_done = True
-        if not self._graph:
-            return
-        self._out.add_graph(TRAIN, symbol)
+        if self._graph and not graph_logged_before(self._out, self._steps.resumed_from):
+            self._out.add_graph(TRAIN, symbol)

@@ -4,7 +4,7 @@
 ``k`` is ``(k, k)``, and ``0``, as in Keras, turns profiling off: ``(0, 0)`` profiles batch 0): at ``batch_begin`` of batch ``start`` the profiler is
 configured (``profile_all``, ``aggregate_stats``, a temporary trace file) and started; after
 ``batch_end`` of batch ``stop`` (or at the end of a ``fit`` that stops earlier) the engine is
-waited on, the profiler stopped, its trace dumped and handed to the writer (run ``train``,
+waited on, the profiler stopped, its trace dumped and handed to the writer (run ``train_batch``,
 ``plugins/profile/<session>/<host>.xplane.pb``, see ``writer/_summaries/profile.py``), and its aggregate
 table logged as Markdown text ``profile/operator_stats`` at the last profiled batch's step.
 Outside the range no profiler function is called. It profiles once per handler.
@@ -60,7 +60,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..writer._common.checks import describe, is_python_int
 from ..writer import SummaryWriter
 from ..writer._common.profile_steps import STEP_DOMAIN, STEP_EVENT, WAIT_EVENT
-from ._run_writers import TRAIN, RunWriters, logger
+from ._run_writers import TRAIN_BATCH, RunWriters, logger
 
 TEXT_TAG = "profile/operator_stats"
 
@@ -258,9 +258,9 @@ class BatchProfiler:
                                    "(%s: %s)", type(e).__name__, e)
                 return
             if log:  # each under on_error: one failing does not stop the other
-                self._out.call(TRAIN, SummaryWriter.add_profile, os.path.join(folder, "trace.json"))
+                self._out.call(TRAIN_BATCH, SummaryWriter.add_profile, os.path.join(folder, "trace.json"))
                 head = f"MXNet profiler, global batches {self._first} to {step}\n\n"
-                self._out.call(TRAIN, SummaryWriter.add_text, TEXT_TAG, head + stats_markdown(table), step)
+                self._out.call(TRAIN_BATCH, SummaryWriter.add_text, TEXT_TAG, head + stats_markdown(table), step)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 

@@ -8,8 +8,10 @@ global batch indices from where the checkpoint left off, each step once. In orde
    found a checkpoint (it runs before this handler, priority 0 < 1000, and keeps what it
    loaded in ``trained_epoch``/``trained_batch``, parsed from the checkpoint's name
    ``<prefix>-epoch<E>batch<B>``): with ``fit(epochs=)`` the next epoch is ``E + 1`` and the
-   next batch ``B`` (the count of batches trained); with ``fit(batches=)`` the next batch is
-   ``B + 1`` and the epoch ``E`` (the one that was in progress);
+   next batch the count of batches trained, ``B`` or ``B + 1`` (MXNet names it one short when
+   the first launch already passed ``resume_from_checkpoint=True``; the optimizer's restored
+   update count, else the loader's length, tells which: :func:`_batches_trained`); with
+   ``fit(batches=)`` the next batch is ``B + 1`` and the epoch ``E`` (the one in progress);
 3. otherwise a trainer whose optimizer has already made updates (``trainer.load_states``
    by hand, or a second ``fit`` in the same process with a new handler): the next batch is
    ``optimizer.num_update`` (Keras's ``optimizer.iterations``), the epoch that count over the
@@ -17,11 +19,16 @@ global batch indices from where the checkpoint left off, each step once. In orde
    and was logged, in the earlier ``fit``).
 
 Points that an earlier process logged past the resume point (it crashed after saving the
-checkpoint) are hidden by TensorBoard's purge: the first event file of the resumed run
-``train`` starts with a ``SessionLog.START`` at the next batch index, ``validation`` at the
-next epoch (see :class:`~gluon_tb.writer.SummaryWriter`'s ``purge_step``). One purge step per
-run: epoch-level points of ``train`` that the earlier process logged after its checkpoint
-stay visible when checkpoints are further apart than epochs (``epoch_period > 1``).
+checkpoint, or the training resumes from an older checkpoint) are hidden by TensorBoard's purge:
+the first event file of each resumed run starts with a ``SessionLog.START`` at its own next step
+(see :class:`~gluon_tb.writer.SummaryWriter`'s ``purge_step``): ``train_batch`` (batch-level
+points, step = global batch index) at the next batch, ``train`` and ``validation`` (epoch-level
+points, step = epoch) at the next epoch. That is why the two kinds of point live in runs of their
+own: TensorBoard's Python reader purges every tag of a run at a START step, so one run on two step
+axes has no purge step that serves both. Its Rust loader (``--load_fast``, the default) ignores
+``SessionLog.START``; it drops a series' points at and after a step when a point at or before that
+step comes again, so there each tag shows the resumed process's points once it logs them, and an
+earlier point of a tag that the resumed process never logs again stays visible.
 
 ``Module.fit`` (:class:`ModuleSteps`, for ``TensorBoardCallback``) has no checkpoint handler
 to ask: a resumed ``fit`` says ``begin_epoch=``, and the batch index is that epoch times the
@@ -34,7 +41,7 @@ from typing import Any, Mapping, NamedTuple, Optional
 
 from ..writer._common.checks import is_python_int
 from ._hooks import FitScope
-from ._run_writers import TRAIN, VALIDATION
+from ._run_writers import TRAIN, TRAIN_BATCH, VALIDATION
 
 
 class Start(NamedTuple):
@@ -67,8 +74,28 @@ def _from_checkpoint(estimator: Any, scope: FitScope) -> Optional[Start]:
             continue
         if getattr(estimator, "max_batch", None):
             return Start(e, b + 1, f"CheckpointHandler (epoch {e}, batch {b})")
-        return Start(e + 1, b, f"CheckpointHandler (epoch {e}, batch {b})")
+        trained = _batches_trained(estimator, scope.fit_locals().get("train_data"), e, b)
+        return Start(e + 1, trained, f"CheckpointHandler (epoch {e}, batch {b})")
     return None
+
+
+def _batches_trained(estimator: Any, train_data: Any, epoch: int, named: int) -> int:
+    """How many batches the epoch checkpoint ``epoch<epoch>batch<named>`` holds: ``named`` or ``named + 1``.
+
+    MXNet's epoch-end name is ``current_batch + trained_batch``: the count when the first launch
+    had ``resume_from_checkpoint=False``, one less when it had ``True`` (``trained_batch`` is then
+    -1, and each resumed launch keeps the offset). The update count that ``trainer.load_states``
+    brought back, else ``epoch + 1`` whole epochs of the loader, says which; else ``named``.
+    """
+    trainer: Any = getattr(estimator, "trainer", None)
+    try:
+        done = int(trainer.optimizer.num_update)  # restored from the checkpoint's .states
+    except (AttributeError, TypeError, ValueError):
+        done = -1
+    if done in (named, named + 1):
+        return done
+    whole = batches_before(train_data, epoch + 1)
+    return whole if whole is not None and whole in (named, named + 1) else named
 
 
 def _from_optimizer(estimator: Any, scope: FitScope) -> Optional[Start]:
@@ -86,17 +113,28 @@ def _from_optimizer(estimator: Any, scope: FitScope) -> Optional[Start]:
 
 def continue_at(out: Any, epoch: int, step: int, source: str) -> None:
     """A first ``fit`` that starts past 0: hide what an earlier process logged from there on
-    (``train`` from the batch index, ``validation`` from the epoch) and say where it starts.
+    (``train_batch`` from the batch index, ``train`` and ``validation`` from the epoch) and say
+    where it starts.
 
-    A batch index of 0 purges nothing: it would hide every earlier point of ``train``.
+    An index of 0 purges nothing: it would hide every earlier point of its runs.
     """
     if not (step or epoch):
         return
     if step:
-        out.purge[TRAIN] = step
+        out.purge[TRAIN_BATCH] = step
     if epoch:
-        out.purge[VALIDATION] = epoch
+        out.purge[TRAIN] = out.purge[VALIDATION] = epoch
     out.say_once("resume", f"gluon_tb: continuing at epoch {epoch}, batch {step} (from {source})")
+
+
+def graph_logged_before(out: Any, resumed_from: str) -> bool:
+    """Whether a first ``fit`` that continues a training (``resumed_from``) skips the graph: the
+    process that began the training logged it in ``train``, and TensorBoard keeps one graph per
+    run (a second one is a warning, and replaces the first)."""
+    if resumed_from:
+        out.say_once("graph-resumed", "gluon_tb: the graph is not logged again: this fit continues a "
+                     "training, whose first process logged it")
+    return bool(resumed_from)
 
 
 # ---------------------------------------------------------------- Module.fit
@@ -136,8 +174,8 @@ class ModuleSteps:
     ``Module.fit`` numbers its epochs from ``begin_epoch`` and tells a callback nothing of
     global batches. The callback's first ``fit`` starts at ``initial_epoch`` (else
     ``begin_epoch``) and ``initial_step`` (else that epoch times ``train_data``'s batches per
-    epoch, see :func:`batches_before`); when it starts past 0, ``train`` is purged at the
-    step and ``validation`` at the epoch, as for the estimator. A later ``fit`` (or a refit
+    epoch, see :func:`batches_before`); when it starts past 0, ``train_batch`` is purged at
+    the step, ``train`` and ``validation`` at the epoch, as for the estimator. A later ``fit`` (or a refit
     after one that raised) continues: its batches go on from the last one logged, its epochs
     from ``max(begin_epoch, the epoch after the last one that ended)``.
     """

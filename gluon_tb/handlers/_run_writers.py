@@ -20,7 +20,12 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, TypeVa
 from ..writer import SummaryWriter
 from ..writer._common.checks import check_storage_options
 
+#: epoch-level points of the training (step: the epoch index), beside ``validation``'s
 TRAIN = "train"
+#: batch-level points of the training (step: the global batch index): batch scalars,
+#: gradient and weight histograms, ``grad_health``, the profiler's output. A run of their
+#: own, so that a resumed training purges each run at its own step (``_resume.py``).
+TRAIN_BATCH = "train_batch"
 VALIDATION = "validation"
 ON_ERROR = ("raise", "warn")
 

@@ -25,6 +25,17 @@ def _graph(symbol: Any) -> Dict[str, Any]:
     return json.loads(symbol.tojson())
 
 
+def graph_symbol(module: Any) -> Any:
+    """The symbol a module's graph shows: a ``BucketingModule``'s default bucket (the network it
+    was bound with, whatever bucket the first batch used), else ``module.symbol``; None without one."""
+    buckets = getattr(module, "_buckets", None)  # BucketingModule keeps its Modules by bucket key
+    if isinstance(buckets, dict):
+        default = buckets.get(getattr(module, "_default_bucket_key", None))
+        if default is not None:
+            return default.symbol
+    return getattr(module, "symbol", None)
+
+
 def op_of(symbol: Any) -> str:
     """The operator of the (first) head of ``symbol``; ``"null"`` for a variable."""
     g = _graph(symbol)
