@@ -49,3 +49,24 @@ def dev_null_stays_a_device():
             os.mknod(os.devnull, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
             os.chmod(os.devnull, 0o666)
         pytest.fail("/dev/null is no longer a character device after this test (repaired when root)")
+
+
+@pytest.fixture
+def mount_tmpfs(tmp_path):
+    """``mount_tmpfs(size)``: a tmpfs of ``size`` (``"64k"``) mounted under ``tmp_path``, unmounted
+    afterwards; the test is skipped where mounting is not allowed (not root)."""
+    mounted = []
+
+    def mount(size):
+        mnt = tmp_path / f"tmpfs{len(mounted)}"
+        mnt.mkdir()
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
+        mounted.append(mnt)
+        return mnt
+
+    yield mount
+    for mnt in mounted:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)

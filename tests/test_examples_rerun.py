@@ -36,9 +36,9 @@ def test_estimator_example_twice_has_one_set_of_steps(tmp_path):
     logdir = str(tmp_path / "logs" / "run")
     for run in ("train", "validation"):
         assert [s for s, _ in readback.scalars(logdir, run, "epoch_loss")] == [0, 1]
-    assert [s for s, _ in readback.scalars(logdir, "train", "batch_loss")] == list(range(46))  # 23 a epoch
+    assert [s for s, _ in readback.scalars(logdir, "train_batch", "batch_loss")] == list(range(46))  # 23 a epoch
     # one event file a run: the first run's are gone, not hidden
-    assert [os.path.dirname(f) for f in event_files(logdir)] == ["train", "validation"]
+    assert [os.path.dirname(f) for f in event_files(logdir)] == ["train", "train_batch", "validation"]
 
 
 def test_module_example_twice_has_one_set_of_steps(tmp_path):
@@ -46,8 +46,8 @@ def test_module_example_twice_has_one_set_of_steps(tmp_path):
         run_example("module_digits.py", tmp_path, "--logdir", "logs/module", "--epochs", "1")
     logdir = str(tmp_path / "logs" / "module")
     assert [s for s, _ in readback.scalars(logdir, "validation", "epoch_accuracy")] == [0]
-    assert [s for s, _ in readback.scalars(logdir, "train", "batch_accuracy")] == list(range(23))
-    assert [os.path.dirname(f) for f in event_files(logdir)] == ["train", "validation"]
+    assert [s for s, _ in readback.scalars(logdir, "train_batch", "batch_accuracy")] == list(range(23))
+    assert [os.path.dirname(f) for f in event_files(logdir)] == ["train", "train_batch", "validation"]
 
 
 def test_printed_tensorboard_command_works(tmp_path):

@@ -124,3 +124,24 @@ def test_module_fit_measures_a_slow_iterator(tmp_path):
         assert want * 0.95 <= wait <= want * 1.2 + median(fast["epoch_input_wait_seconds"]), (got, fast, want)
     assert got["epoch_input_wait_fraction"][1][1] > 0.5
     assert median(fast["epoch_input_wait_fraction"]) < 0.5
+
+
+def test_the_example_shows_a_slow_loader_near_1_and_the_advice(tmp_path, monkeypatch, caplog):
+    import os
+    import sys
+
+    examples = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
+    monkeypatch.syspath_prepend(examples)
+    import input_wait_digits
+
+    logdir = str(tmp_path / "logs")
+    with caplog.at_level(logging.WARNING, logger="gluon_tb"):
+        input_wait_digits.main(["--logdir", logdir, "--samples", "256", "--delay", "0.004"])
+    slow = [v for _, v in readback.scalars(logdir, "slow/train", "epoch_input_wait_fraction")]
+    fast = [v for _, v in readback.scalars(logdir, "fast/train", "epoch_input_wait_fraction")]
+    assert len(slow) == len(fast) == 3
+    assert min(slow) > 0.5 and float(np.median(fast)) < float(np.median(slow)) / 2, (slow, fast)
+    assert ("slow/train", "input_wait/advice") in readback.tags(logdir)
+    assert ("fast/train", "input_wait/advice") not in readback.tags(logdir)
+    assert sum("waiting for its next batch" in r.getMessage() for r in caplog.records) == 1
+    sys.modules.pop("input_wait_digits", None)

@@ -68,8 +68,8 @@ def fit(logdir, metric="acc", oracle=None, epoch_end=None, **kw):
 def test_layout_steps_and_values(tmp_path):
     logdir = str(tmp_path)
     oracle = fit(logdir)
-    expected = {("train", t) for t in ["epoch_accuracy", "__run_graph__", "epoch_learning_rate",
-                                       "epoch_samples_per_second"]} | {("validation", "epoch_accuracy")}
+    expected = {("train", t) for t in ["epoch_accuracy", "__run_graph__", *readback.EPOCH_EXTRAS]} | {
+        ("validation", "epoch_accuracy")}
     expected |= {("train_batch", t) for t in ["batch_accuracy"]
                  + [f"{k}/{p}" for p in PARAMS for k in ("weights", "gradients")]}
     assert readback.tags(logdir) == expected
@@ -103,8 +103,7 @@ def test_the_callback_itself_as_epoch_end_callback_is_its_epoch_end(tmp_path):
 def test_composite_metric_period_and_filter(tmp_path):
     logdir = str(tmp_path)
     fit(logdir, metric=["acc", "ce"], batch_period=3, params="weight", graph=False)
-    expected = {("train", t) for t in ["epoch_accuracy", "epoch_cross-entropy", "epoch_learning_rate",
-                                       "epoch_samples_per_second"]}
+    expected = {("train", t) for t in ["epoch_accuracy", "epoch_cross-entropy", *readback.EPOCH_EXTRAS]}
     expected |= {("train_batch", t) for t in ["batch_accuracy", "batch_cross-entropy", "weights/fc1_weight",
                                              "weights/fc2_weight", "gradients/fc1_weight", "gradients/fc2_weight"]}
     expected |= {("validation", "epoch_accuracy"), ("validation", "epoch_cross-entropy")}

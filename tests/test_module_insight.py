@@ -71,7 +71,7 @@ def test_every_option_exact_runs_tags_and_steps(tmp_path):
     expected = {("train", "__run_graph__"): [0], ("train_batch", "batch_accuracy"): list(range(8)),
                 ("train", "epoch_accuracy"): [0, 1], ("validation", "epoch_accuracy"): [0, 1],
                 ("train", "conv_filters/conv1"): [0, 1], ("train", "feature_maps/conv1"): [0, 1],
-                ("train", "epoch_learning_rate"): [0, 1], ("train", "epoch_samples_per_second"): [0, 1]}
+                **{("train", t): [0, 1] for t in readback.EPOCH_EXTRAS}}
     for p in PARAMS:
         expected[("train_batch", f"weights/{p}")] = expected[("train_batch", f"gradients/{p}")] = checks
     for kind in ("grad_norm", "weight_norm", "update_ratio"):
@@ -224,11 +224,14 @@ def test_fit_ends_with_a_flush_of_every_run_after_the_last_values(tmp_path, monk
     cb = TensorBoardCallback(d, flush_secs=3600, batch_period=None)
     try:
         fit(cb, close=False)
-        assert order[-7:] == [("add_scalar", "train", "epoch_accuracy", 1),
-                              ("add_scalar", "train", "epoch_learning_rate", 1),
-                              ("add_scalar", "train", "epoch_samples_per_second", 1),
-                              ("add_scalar", "validation", "epoch_accuracy", 1),
-                              ("flush", "train"), ("flush", "train_batch"), ("flush", "validation")]
+        assert order[-10:] == [("add_scalar", "train", "epoch_accuracy", 1),
+                               ("add_scalar", "train", "epoch_learning_rate", 1),
+                               ("add_scalar", "train", "epoch_samples_per_second", 1),
+                               ("add_scalar", "train", "epoch_input_wait_seconds", 1),
+                               ("add_scalar", "train", "epoch_batch_seconds", 1),
+                               ("add_scalar", "train", "epoch_input_wait_fraction", 1),
+                               ("add_scalar", "validation", "epoch_accuracy", 1),
+                               ("flush", "train"), ("flush", "train_batch"), ("flush", "validation")]
         assert [o for o in order if o[0] == "flush"] == [("flush", "train"), ("flush", "train_batch"),
                                                          ("flush", "validation")]
     finally:

@@ -334,7 +334,7 @@ def profiled_slow(logdir, profile_batch, delay, n=N, epochs=2):
     est = make_estimator()
     est.fit(gluon.data.DataLoader(data, batch_size=BATCH), epochs=epochs,
             event_handlers=[TensorBoardHandler(str(logdir), profile_batch=profile_batch)])
-    [f] = glob.glob(os.path.join(str(logdir), "train", "plugins", "profile", "*", "*.xplane.pb"))
+    [f] = glob.glob(os.path.join(str(logdir), "train_batch", "plugins", "profile", "*", "*.xplane.pb"))
     return f
 
 
@@ -489,8 +489,8 @@ def test_nothing_left_in_the_working_directory(tmp_path):
 def test_profile_batch_0_is_off_as_in_keras(tmp_path, profiler_calls):
     handler, files = profiled(tmp_path, 0, epochs=1)
     assert profiler_calls == [] and files == []
-    assert ("train", "profile/operator_stats") not in readback.tags(str(tmp_path))
-    assert ("train", "batch_loss") in readback.tags(str(tmp_path))  # the fit was logged
+    assert ("train_batch", "profile/operator_stats") not in readback.tags(str(tmp_path))
+    assert ("train_batch", "batch_loss") in readback.tags(str(tmp_path))  # the fit was logged
 
 
 # ------------------------------------------------------------ profiler failures and on_error

@@ -75,7 +75,7 @@ def test_trace_viewer_draws_mxnet_operators(tmp_path, xprof_python):
     shots = os.environ.get("GLUON_TB_SCREENSHOTS") or str(tmp_path)
     with xprof_tensorboard(xprof_python, tmp_path) as (base, runs), sync_playwright() as p:
         runs = json.loads(gzip.decompress(runs) if runs[:2] == b"\x1f\x8b" else runs)  # gzip, unasked
-        assert runs == [f"train/{session}"]
+        assert runs == [f"train_batch/{session}"]
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, timeout=30_000)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 800})

@@ -228,17 +228,8 @@ def test_injected_error_is_raised_by_the_next_add_call(tmp_path, monkeypatch):
 
 
 @pytest.fixture
-def tiny_tmpfs(tmp_path):
-    mnt = tmp_path / "tiny"
-    mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+def tiny_tmpfs(mount_tmpfs):
+    return mount_tmpfs("64k")
 
 
 def test_real_full_disk_raises_enospc_and_keeps_what_was_written(tiny_tmpfs):

@@ -132,4 +132,4 @@ def test_two_handlers_in_one_logdir_are_warned_about(tmp_path):
         p.communicate("\n")
     said = [str(c.message) for c in caught if "two writers" in str(c.message)]
     assert len(said) == 1 and str(tmp_path / "train") in said[0] and f"process {p.pid}" in said[0]
-    assert [s for s, _ in readback.scalars(str(tmp_path / "train"), ".", "batch_loss")] == [0, 1]
+    assert [s for s, _ in readback.scalars(str(tmp_path / "train_batch"), ".", "batch_loss")] == [0, 1]

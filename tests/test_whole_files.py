@@ -3,7 +3,6 @@ created exclusively, renamed into place, and removed when a write fails; an embe
 files appear together or not at all."""
 import errno
 import os
-import subprocess
 import threading
 
 import numpy as np
@@ -137,17 +136,8 @@ def _umask():
 
 
 @pytest.fixture
-def tiny_tmpfs(tmp_path):
-    mnt = tmp_path / "tiny"
-    mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+def tiny_tmpfs(mount_tmpfs):
+    return mount_tmpfs("256k")
 
 
 def _free(path):
