@@ -217,7 +217,7 @@ def test_detectors_fire_warn_write_text_and_stop(tmp_path, caplog, scale, kind):
     data = gluon.data.DataLoader(Poison(scale=scale), batch_size=BATCH)  # batches 2, 3 poisoned
     tb = TensorBoardHandler(d, grad_health=GradHealth(stop=True), histogram_period=1)
     with caplog.at_level(logging.WARNING, logger="gluon_tb.handlers"):
-        make_est(make_net()).fit(data, epochs=3, event_handlers=[tb, rec])
+        make_est(make_net()).fit(data, epochs=8, event_handlers=[tb, rec])
     warned = [r.getMessage() for r in caplog.records if "gluon_tb:" in r.getMessage()]
     assert len(warned) == 1 and "net_conv0_weight" in warned[0], warned
     ev = readback.tensor_events(d, "train_batch", "grad_health")
@@ -225,8 +225,9 @@ def test_detectors_fire_warn_write_text_and_stop(tmp_path, caplog, scale, kind):
     text = ev[0].tensor_proto.string_val[0].decode()
     assert "net_conv0_weight" in text and ("non-finite" in text) == (kind == "nonfinite")
     # stopped once the helper thread had read batch 2's check: typically at batch 3 (one check
-    # later), later when the CPU is busy; never before it was seen, and long before the end
-    assert 4 <= len(rec.batch) < 12, len(rec.batch)
+    # later), later when the CPU is busy (up to ~12 seen on a loaded machine); never before it was
+    # seen, and long before the end (32 batches)
+    assert 4 <= len(rec.batch) < 32, len(rec.batch)
 
 
 def test_vanishing_detector(tmp_path, caplog):
