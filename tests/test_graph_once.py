@@ -81,3 +81,20 @@ def test_a_bucketing_module_gets_its_default_buckets_graph(tmp_path):
     assert len(graph_events(os.path.join(d, "train"))) == 1
     names = {n.name for n in readback.multiplexer(d).Graph("train").node}
     assert "pool_len6" in names and "pool_len3" not in names
+
+
+def test_a_continued_training_in_a_new_log_directory_logs_the_graph(tmp_path):
+    """A trainer that already made updates continues its steps, but into a log directory nobody
+    wrote: the graph is this run's first, and is logged (benchmarks' paired fits found it missing)."""
+    import warnings
+
+    from gluon_tb.handlers import TensorBoardHandler
+    from test_estimator_handler import loader, make_est, make_net
+
+    warnings.filterwarnings("ignore", message="No trainer specified")
+    est = make_est(make_net())
+    est.fit(loader(), epochs=1)  # no handler: the trainer's updates make the next fit a continuation
+    h = TensorBoardHandler(str(tmp_path / "fresh"))
+    est.fit(loader(), epochs=1, event_handlers=[h])
+    assert h.resumed_from  # it did continue the steps
+    assert len(graph_events(str(tmp_path / "fresh" / "train"))) == 1

@@ -55,7 +55,7 @@ from ._word_vectors import WordVectors
 from ._input_wait import InputWait
 from ._inputs import log_first_batch
 from ._listed_once import keep_first
-from ._resume import batches_before, continue_at, graph_logged_before, resume_point
+from ._resume import batches_before, continue_at, graph_logged_before, resume_point, run_has_events
 from ._keras_names import known_names
 from ._run_writers import ON_ERROR, TRAIN, TRAIN_BATCH, RunWriters
 from ._schedule import Period, schedule
@@ -182,6 +182,7 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
         self._fits = 0
         self._scope: Optional[FitScope] = None
         self.resumed_from = ""  # what the first fit's starting point was found from
+        self._continues_run = False  # resumed into a run directory an earlier process wrote
         self._graph_done = False
         self._in_epoch = 0
         self._taps: List[Wrap] = []
@@ -323,12 +324,13 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
     def _start_at(self, start: Any) -> None:
         """Continue a resumed training: epoch and batch indices, and hide what they replace."""
         self._epoch, self._step, self.resumed_from = start.epoch, start.step, start.source
+        self._continues_run = bool(start.source) and run_has_events(self._out.logdir, TRAIN)  # before any write
         continue_at(self._out, start.epoch, start.step, start.source)
 
     # ------------------------------------------------------------ pieces
     def _add_graph(self, net: Any) -> None:
         self._graph_done = True
-        if not self._graph or graph_logged_before(self._out, self.resumed_from):
+        if not self._graph or graph_logged_before(self._out, self._continues_run):
             return
         if not getattr(net, "_cached_graph", None):
             self._out.say_once("graph", "gluon_tb: the graph is not logged: the net is not a hybridized "

@@ -422,5 +422,5 @@ class TensorBoardCallback:
         if symbol is None:
             return
         self._graph_done = True
-        if self._graph and not graph_logged_before(self._out, self._steps.resumed_from):
+        if self._graph and not graph_logged_before(self._out, self._steps.continues_run):
             self._out.add_graph(TRAIN, symbol)

@@ -37,6 +37,7 @@ training ``DataIter``'s batches per epoch (:func:`batches_before`); the same pur
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any, Mapping, NamedTuple, Optional
 
 from ..writer._common.checks import is_python_int
@@ -127,14 +128,27 @@ def continue_at(out: Any, epoch: int, step: int, source: str) -> None:
     out.say_once("resume", f"gluon_tb: continuing at epoch {epoch}, batch {step} (from {source})")
 
 
-def graph_logged_before(out: Any, resumed_from: str) -> bool:
-    """Whether a first ``fit`` that continues a training (``resumed_from``) skips the graph: the
-    process that began the training logged it in ``train``, and TensorBoard keeps one graph per
-    run (a second one is a warning, and replaces the first)."""
-    if resumed_from:
+def run_has_events(logdir: str, run: str) -> bool:
+    """Whether the run directory already holds an event file (an earlier process logged there).
+
+    Asked before this process writes anything. A URL log directory is not listed: taken as yes."""
+    if "://" in logdir:
+        return True
+    try:
+        return any(n.startswith("events.out.tfevents.") for n in os.listdir(os.path.join(logdir, run)))
+    except OSError:
+        return False
+
+
+def graph_logged_before(out: Any, continues: bool) -> bool:
+    """Whether a first ``fit`` that continues a training in a run directory that already holds
+    events (``continues``, found before anything was written) skips the graph: the process that
+    began the training logged it in ``train``, and TensorBoard keeps one graph per run (a second
+    one is a warning, and replaces the first). A resumed training in a new log directory logs it."""
+    if continues:
         out.say_once("graph-resumed", "gluon_tb: the graph is not logged again: this fit continues a "
                      "training, whose first process logged it")
-    return bool(resumed_from)
+    return continues
 
 
 # ---------------------------------------------------------------- Module.fit
@@ -187,6 +201,7 @@ class ModuleSteps:
         self.shift = 0  # logged epoch - Module's epoch, for the running fit
         self.fits = 0
         self.resumed_from = ""  # what the first fit's starting point was found from
+        self.continues_run = False  # resumed into a run directory an earlier process wrote
 
     def fit_begins(self, fit_locals: Mapping[str, Any], out: Any) -> None:
         """At the first batch of a ``fit`` (before anything is written): where it starts."""
@@ -212,6 +227,7 @@ class ModuleSteps:
         self.shift, self.step = epoch - begin, step or 0
         if self.step or epoch:
             self.resumed_from = source
+        self.continues_run = bool(self.resumed_from) and run_has_events(out.logdir, TRAIN)
         continue_at(out, epoch, self.step, source)
 
     def next_batch(self) -> int:
