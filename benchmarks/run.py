@@ -93,7 +93,7 @@ def med(results: List[dict], key: str) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", default="scalar,hist,hist_nd,images,mlp,memory,first_call,"
-                                      "typical,alloptions,sweep,backtoback")
+                                      "typical,alloptions,sweep,backtoback,gil")
     ap.add_argument("--quick", action="store_true", default=os.environ.get("QUICK", "") not in ("", "0"))
     ap.add_argument("--mxboard-protobuf", choices=["python", "upb"],
                     default=os.environ.get("MXBOARD_PROTOBUF", "python"))
@@ -182,6 +182,16 @@ def main() -> None:
         fc_writers = [w for w in ALL if fc.available(w)]
         R_fc = fc.run_all(fc_writers, fc.KINDS, reps, mxboard_pb=a.mxboard_protobuf, progress=log)
         fc_md = "## First calls (fresh process, numpy input, caller time)\n\n" + fc.table(R_fc)
+    gil_md = ""
+    if "gil" in only:  # its own table (bench_gil.py): what each payload costs the training thread
+        import bench_gil
+
+        rounds = 3 if q else 7
+        cfg["gil"] = (f"one fresh process per payload kind; {rounds} alternating rounds of a pure-Python loop with "
+                      "and without the payload queued; tensorboardX's caller time beside")
+        log(f"== gil: {cfg['gil']}")
+        R_gil = bench_gil.run_all(bench_gil.KINDS, rounds, progress=log, gluon_tb_path=GLUON_TB_PATH)
+        gil_md = "## GIL budget: what the writer's work costs the training thread\n\n" + bench_gil.table(R_gil)
     wall = time.perf_counter() - t_all
     cfg["load average at end (1/5/15 min)"] = "%.2f %.2f %.2f" % os.getloadavg()
     os.makedirs(os.path.dirname(a.json), exist_ok=True)
@@ -193,6 +203,8 @@ def main() -> None:
     print(_report.table(R, cfg, wall) if R else "")
     if fc_md:
         print("\n" + fc_md)
+    if gil_md:
+        print("\n" + gil_md)
     full = not q and a.only == ap.get_default("only")
     if R.get("sweep"):  # the plot: out/sweep.png, and benchmarks/sweep.png after a full run
         import _report_scale
@@ -207,7 +219,8 @@ def main() -> None:
         notes = os.path.join(HERE, "RESULTS-notes.md")
         with open(os.path.join(HERE, "RESULTS.md"), "w") as f:
             f.write(_report.results_md({"results": R, "config": cfg, "wall_s": wall, "machine": machine()},
-                                       fc_md + "\n\n" + (open(notes).read() if os.path.exists(notes) else "")))
+                                       fc_md + "\n\n" + gil_md + "\n\n" +
+                                       (open(notes).read() if os.path.exists(notes) else "")))
         log(f"wrote {os.path.join(HERE, 'RESULTS.md')}")
 
 
