@@ -62,17 +62,19 @@ def _summable(m: Any) -> bool:
 class _Window:
     """One metric's sums at the previous point, and what a reset carried over since."""
 
-    __slots__ = ("metric", "prev", "carry")
+    __slots__ = ("metric", "prev", "carry", "settled")
 
     def __init__(self, metric: Any) -> None:
         self.metric = metric
         self.prev = _sums(metric)
         self.carry: Tuple[Any, Any] = (0, 0)
+        self.settled = False  # the training part is folded: updates until the next reset are not training's
 
     def fold(self) -> None:
-        """Before a reset: keep the part since the previous point."""
+        """Before a reset (or at :meth:`BatchMetrics.settle`): keep the part since the previous point."""
         s, n = _sums(self.metric)
-        self.carry = (self.carry[0] + (s - self.prev[0]), self.carry[1] + (n - self.prev[1]))
+        if not self.settled:
+            self.carry = (self.carry[0] + (s - self.prev[0]), self.carry[1] + (n - self.prev[1]))
         self.prev = (s, n)
 
     def after_reset(self, _result: Any = None) -> None:
@@ -93,6 +95,7 @@ class BatchMetrics:
         self._windows: Dict[int, _Window] = {}
         self._seen: Tuple[int, ...] = ()
         self._taps: List[Wrap] = []
+        self._settled = False
         self.unusable: List[str] = []  # names of metrics without sums to take differences of
 
     def watch(self, ms: Iterable[Any], scope: Optional[FitScope] = None,
@@ -115,6 +118,23 @@ class BatchMetrics:
             if tap is not None:
                 self._taps.append(tap)
         return list(self._taps)
+
+    def settle(self) -> None:
+        """The last training batch of an epoch: keep the part not yet logged for the next point, and
+        leave out whatever the metrics add until their next reset (``Module.fit`` scores the
+        validation data with the same metric object, between this batch and the next epoch's reset)."""
+        for w in self._windows.values():
+            w.fold()
+            w.settled = True
+        self._settled = True
+
+    def resume(self) -> None:
+        """A training batch again (after :meth:`settle`): updates count again. ``Module.fit`` reset
+        the metric before this epoch's first batch, which dropped what validation had added."""
+        if self._settled:
+            self._settled = False
+            for w in self._windows.values():
+                w.settled = False
 
     def watching(self, ms: Iterable[Any]) -> bool:
         return tuple(id(m) for m in ms) == self._seen and bool(self._seen)

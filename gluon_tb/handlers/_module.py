@@ -235,9 +235,13 @@ class TensorBoardCallback:
                     self._out.say_once("batch-metric", "gluon_tb: batch_<metric> is not logged for "
                                        f"{', '.join(self._windows.unusable)}: the metric keeps no numeric "
                                        "sum_metric/num_inst", logging.WARNING)
-            if self._every.due(k):
+            self._windows.resume()
+            # due by the batch's index in its epoch, as Speedometer and MXNet's own callbacks count
+            if self._every.due(param.nbatch):
                 for tag, v in self._windows.take([src]):
                     self._out.call(TRAIN_BATCH, SummaryWriter.add_scalar, f"batch_{tag}", v, k)
+            if local.get("end_of_batch"):  # the epoch's last batch: validation may use the same metric next
+                self._windows.settle()
         if module is None or self._out.muted:
             return
         if begins:
