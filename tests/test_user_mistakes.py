@@ -88,3 +88,53 @@ def test_first_batch_of_normalised_inputs_is_rescaled_with_a_warning(tmp_path):
     first = x[0, 0]
     want = np.rint((first - first.min()) / (first.max() - first.min()) * 255)
     np.testing.assert_allclose(px.reshape(want.shape), want, atol=1)
+
+
+# ------------------------------------------------------------ a failed fit does not fail the next one
+FAILED_THEN_GOOD = """
+import sys, warnings
+import mxnet as mx, numpy as np
+from mxnet import gluon
+from mxnet.gluon.contrib.estimator import Estimator
+from gluon_tb import TensorBoardHandler
+warnings.simplefilter("ignore")
+
+kept = []  # the notebook keeps the failed estimator (its trainer still wrapped by the dead handler)
+
+def fit(logdir):
+    rs = np.random.RandomState(0)
+    x = rs.randn(64, 20).astype("float32")
+    data = gluon.data.DataLoader(gluon.data.ArrayDataset(x, rs.randint(0, 4, 64).astype("float32")), batch_size=16)
+    net = gluon.nn.HybridSequential()
+    net.add(gluon.nn.Dense(8, activation="relu"), gluon.nn.Dense(4))
+    net.initialize()
+    net.hybridize()
+    est = Estimator(net, loss=gluon.loss.SoftmaxCrossEntropyLoss(), train_metrics=mx.metric.Accuracy(),
+                    trainer=gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1}))
+    kept.append(est)
+    est.fit(data, epochs=1, event_handlers=[TensorBoardHandler(logdir)])
+
+try:
+    fit(sys.argv[1])
+except OSError as e:
+    print("fit1 failed", type(e).__name__)
+fit(sys.argv[2])
+print("fit2 ok")
+"""
+
+
+def test_a_fit_that_failed_on_a_bad_logdir_does_not_fail_the_next_fit(tmp_path):
+    """A logdir that is a file fails its fit; the next fit (new net, new estimator, a good logdir)
+    raised the dead handler's error from its train_begin, where the earlier handler is closed."""
+    import subprocess
+    import sys
+
+    bad = tmp_path / "afile"
+    bad.write_text("not a directory")
+    good = tmp_path / "good"
+    p = subprocess.run([sys.executable, "-c", FAILED_THEN_GOOD, str(bad), str(good)], capture_output=True, text=True,
+                       timeout=300, cwd=str(tmp_path))
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "fit1 failed NotADirectoryError" in p.stdout and "fit2 ok" in p.stdout
+    assert "an earlier fit that raised failed too" in p.stderr
+    assert [s for s, _ in readback.scalars(str(good), "train", "epoch_loss")] == [0]

@@ -17,6 +17,7 @@ microseconds; ``trainer.step`` runs once per batch).
 """
 from __future__ import annotations
 
+import logging
 import sys
 import threading
 import weakref
@@ -134,7 +135,12 @@ class Wrap:
         self.remove()
         if self.on_dead is not None:
             on_dead, self.on_dead = self.on_dead, None
-            on_dead()
+            try:
+                on_dead()
+            except Exception as e:  # noqa: BLE001 - that fit is over: its error is not the caller's
+                logging.getLogger("gluon_tb").warning(
+                    "gluon_tb: closing the handler of an earlier fit that raised failed too (%s: %s); "
+                    "what it had not written is lost", type(e).__name__, e)
 
     def remove(self) -> None:
         """Hand the methods back (where nobody wrapped on top of us; else we pass through)."""
