@@ -161,6 +161,7 @@ class TensorBoardCallback:
         self._steps = ModuleSteps(check_start(initial_epoch, "initial_epoch"),
                                   check_start(initial_step, "initial_step"))
         self._train_src: Any = None  # the training EvalMetric seen in the last batch
+        self._seen_batch: Tuple[int, int, int] = (0, -1, -1)  # the last batch_end param seen (listed twice)
         self._windows = BatchMetrics()  # batch_<metric>: each metric since the previous point
         self._dist_mode = check_choice(distributed, "distributed", DISTRIBUTED)
         self._worker: Optional[Worker] = None
@@ -209,6 +210,12 @@ class TensorBoardCallback:
             return self.epoch_end(param, *epoch_end_args)
         if reroute(self, param, BATCH_END):  # called by score(): eval_end_callback or eval_batch_end_callback
             return None
+        seen = (id(param), param.epoch, param.nbatch)  # MXNet hands every callback of a batch one param
+        if seen == self._seen_batch:
+            self._out.say_once("listed-twice", "gluon_tb: TensorBoardCallback is listed more than once in "
+                               "batch_end_callback; it logs each batch once (pass it once)", logging.WARNING)
+            return None
+        self._seen_batch = seen
         src = param.eval_metric
         self._train_src = src
         local = param.locals or {}
@@ -303,11 +310,14 @@ class TensorBoardCallback:
         elif not last and not self._has_eval:
             self._prof.between_epochs(self._steps.step)
 
-    def eval_end(self, param: Any) -> None:
+    def eval_end(self, param: Any, *epoch_end_args: Any) -> None:
         """``eval_end_callback``: the validation values of the epoch.
 
         Passed as ``batch_end_callback``, it does what the callback object does there; as
-        ``eval_batch_end_callback``, nothing but one warning (``_module_slots.py``)."""
+        ``epoch_end_callback`` (``epoch, symbol, arg_params, aux_params``), what :meth:`epoch_end`
+        does; as ``eval_batch_end_callback``, nothing but one warning (``_module_slots.py``)."""
+        if epoch_end_args:
+            return self.epoch_end(param, *epoch_end_args)
         if reroute(self, param, EVAL_END):
             return
         self._evals += 1
