@@ -53,7 +53,7 @@ class TensorBoardCallback:
     ``grad_health`` and the profiler's output. In runs ``train`` and ``validation`` at the epoch
     index: ``epoch_<metric>`` (from the epoch-wide values, which
     ``Speedometer(auto_reset=True)``'s ``reset_local()`` leaves intact); in ``train`` also
-    ``epoch_learning_rate`` (the rate of the epoch's last update, from the optimizer and its
+    ``epoch_learning_rate`` (the rate of the epoch's first update, from the optimizer and its
     ``lr_scheduler``), ``epoch_samples_per_second`` (the epoch's batch sizes along the batch axis
     of the first input, over the seconds from the epoch's start to ``epoch_end``;
     ``_module_rates.py``) and the module's symbol as the graph (a ``BucketingModule``'s default

@@ -5,8 +5,9 @@ What the Estimator handler logs under these tags, worked from what ``Module.fit`
 and the time the epoch began (``locals["tic"]``, the start of MXNet's own "Time cost").
 Everything is Python: no NDArray is read.
 
-* The learning rate is the one the epoch's last update used: the optimizer's ``learning_rate``
-  (its ``lr_scheduler`` at its ``num_update``, which a callback sees after the batch's update).
+* The learning rate is the one the epoch's first update used, as the Estimator handler logs it:
+  the optimizer's ``learning_rate`` read at the epoch's first ``batch_end`` (its ``lr_scheduler``
+  at its ``num_update``, which a callback sees after the batch's update).
   With a ``dist_*`` kvstore that updates on the servers, the worker's optimizer makes no update:
   its scheduler is asked at ``begin_num_update`` plus the batches this ``fit`` trained.
 * The samples of a batch are its size along the batch axis of its first input (the
@@ -118,6 +119,7 @@ class ModuleRates:
         self._samples = 0
         self._fit_batches = 0
         self._module: Any = None
+        self._lr: Optional[float] = None
         self.fetches = FetchTimer()
 
     def fit_begins(self) -> None:
@@ -131,16 +133,19 @@ class ModuleRates:
         if tic != self._tic:  # Module.fit sets tic as each epoch begins
             self._tic, self._samples = tic, 0
             self.fetches.follow(fit_locals.get("train_data"))
+            self._lr = None
         self._samples += batch_samples(module, fit_locals.get("data_batch"))
         self._fit_batches += 1
         self._module = module
+        if self._lr is None:  # the epoch's first update: the rate its batches started with
+            self._lr = learning_rate(module, self._fit_batches)
 
     def epoch_values(self) -> List[Tuple[str, float]]:
         """``learning_rate`` and ``samples_per_second`` of the epoch that ended (those known)."""
         out: List[Tuple[str, float]] = []
         if self._module is None:
             return out
-        lr = learning_rate(self._module, self._fit_batches)
+        lr = self._lr
         if lr is not None:
             out.append(("learning_rate", lr))
         dt = time.time() - self._tic if isinstance(self._tic, float) else 0.0
