@@ -138,3 +138,29 @@ def test_a_fit_that_failed_on_a_bad_logdir_does_not_fail_the_next_fit(tmp_path):
     assert "fit1 failed NotADirectoryError" in p.stdout and "fit2 ok" in p.stdout
     assert "an earlier fit that raised failed too" in p.stderr
     assert [s for s, _ in readback.scalars(str(good), "train", "epoch_loss")] == [0]
+
+
+def test_first_batch_of_channels_last_uint8_images_is_logged(tmp_path):
+    """MXNet's vision datasets give N×H×W×C uint8 without ToTensor: no first_batch was logged, and
+    the only word was at INFO."""
+    import io
+
+    from mxnet import gluon
+
+    rs = np.random.RandomState(0)
+    x = rs.randint(0, 256, size=(N, 8, 8, 3)).astype("uint8")
+    y = rs.randint(0, 4, size=N).astype("float32")
+    net = gluon.nn.HybridSequential()
+    net.add(gluon.nn.Flatten(), gluon.nn.Dense(4))
+    net.initialize()
+    raw = gluon.data.DataLoader(gluon.data.ArrayDataset(x, y), batch_size=BATCH)
+
+    class Raw(gluon.contrib.estimator.BatchProcessor):  # trains on floats, hands the handler the uint8 batch
+        def fit_batch(self, estimator, train_batch, batch_axis=0):
+            return super().fit_batch(estimator, [train_batch[0].astype("float32") / 255, train_batch[1]], batch_axis)
+
+    make_est(net, batch_processor=Raw()).fit(raw, epochs=1,
+                                             event_handlers=[TensorBoardHandler(str(tmp_path), max_images=1)])
+    [e] = readback.tensor_events(str(tmp_path), "train", "first_batch")
+    px = np.asarray(Image.open(io.BytesIO(e.tensor_proto.string_val[2])))
+    np.testing.assert_array_equal(px, x[0])  # uint8 as is, channels last

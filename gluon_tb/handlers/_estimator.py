@@ -110,8 +110,9 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
             evenly strided sample of about this many of them (taken on MXNet's engine), so a
             histogram step costs no more for a 50M-value Embedding than for a 1M one;
             ``None``: every value, whatever the size (see ``_histograms.py``).
-        images: log ``first_batch`` when the inputs look like images (N×C×H×W with 1 or 3
-            channels, or N×H×W; floats are scaled by the batch's min and max).
+        images: log ``first_batch`` when the inputs look like images (N×C×H×W or N×H×W×C with 1 or
+            3 channels, or N×H×W; floats outside [0, 1] are rescaled by the batch's min and max,
+            with a warning: the writer's one rule, ``writer/_summaries/pixels.py``).
         max_images: at most this many images in ``first_batch``.
         graph: log the graph of the network (hybridized nets only; others are skipped
             with one log message).

@@ -30,6 +30,8 @@ def log_first_batch(out: RunWriters, batch: Any, max_images: int, step: int) -> 
     x = batch[0]
     shape = tuple(getattr(x, "shape", ()))
     fmt = image_format(shape)
+    if not fmt and len(shape) == 4 and shape[3] in (1, 3):
+        fmt = "NHWC"  # channels last: MXNet's vision datasets without ToTensor
     if not fmt:
         out.say_once("not-images", f"gluon_tb: inputs of shape {shape} do "
                      "not look like images; first_batch is not logged")
