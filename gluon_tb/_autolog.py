@@ -117,6 +117,10 @@ def _check(logdir: Any, options: Mapping[str, Any]) -> _Config:
     known = sorted(set(takes[_ESTIMATOR]) | set(takes[_MODULE]))
     for name in options:
         if name not in known:
+            from .handlers._keras_names import OTHER_NAMES
+
+            if name in OTHER_NAMES:
+                raise TypeError(f"autolog() has no option {name!r} (another tool's name): pass {OTHER_NAMES[name]}")
             raise TypeError(f"autolog() got an unexpected option {name!r}: options are the keyword arguments of "
                             f"TensorBoardHandler and TensorBoardCallback ({', '.join(known)})")
     split = {k: {n: v for n, v in options.items() if n in takes[k]} for k in kinds}

@@ -70,8 +70,10 @@ def test_a_script_that_only_calls_autolog_logs_both_apis(tmp_path):
 
 
 def test_options_are_checked_before_anything_is_patched(tmp_path, autolog):
-    with pytest.raises(TypeError, match=r"unexpected option 'log_dir': options are the keyword arguments of "
+    with pytest.raises(TypeError, match=r"unexpected option 'logdri': options are the keyword arguments of "
                                         r"TensorBoardHandler and TensorBoardCallback \(batch_period, "):
+        autolog(str(tmp_path), logdri="x")
+    with pytest.raises(TypeError, match=r"no option 'log_dir' \(another tool's name\): pass logdir"):
         autolog(str(tmp_path), log_dir="x")
     with pytest.raises(ValueError, match="batch_period"):
         autolog(str(tmp_path), batch_period=0)

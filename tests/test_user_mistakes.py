@@ -164,3 +164,17 @@ def test_first_batch_of_channels_last_uint8_images_is_logged(tmp_path):
     [e] = readback.tensor_events(str(tmp_path), "train", "first_batch")
     px = np.asarray(Image.open(io.BytesIO(e.tensor_proto.string_val[2])))
     np.testing.assert_array_equal(px, x[0])  # uint8 as is, channels last
+
+
+def test_autolog_names_ours_for_keras_options():
+    import gluon_tb
+
+    with pytest.raises(TypeError, match=r"autolog\(\) has no option 'histogram_freq' .*pass histogram_period"):
+        gluon_tb.autolog("logs", histogram_freq=1)
+
+
+def test_the_handler_closes_like_the_module_callback(tmp_path):
+    with TensorBoardHandler(str(tmp_path)) as h:  # a context manager, with close(), as TensorBoardCallback
+        make_est(make_net()).fit(loader(), epochs=1, event_handlers=[h])
+    h.close()  # twice is fine
+    assert [s for s, _ in readback.scalars(str(tmp_path), "train", "epoch_loss")] == [0]

@@ -210,6 +210,17 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
         """``{detector: batch}`` of the ``grad_health`` detectors that fired (empty without it)."""
         return dict(self._see.health.fired) if self._see.health else {}
 
+    def close(self) -> None:
+        """Write everything logged and close the event files (``train_end`` does it too; a later
+        ``fit`` opens new ones). For scripts that stop a ``fit`` by hand, and ``with`` blocks."""
+        self._out.close()
+
+    def __enter__(self) -> "TensorBoardHandler":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
     # ------------------------------------------------------------ events
     def train_begin(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
         self._remove_taps()
