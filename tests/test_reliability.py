@@ -117,9 +117,12 @@ def test_sigterm_handler_of_the_user_is_left_alone(tmp_path):
 
 
 # ---------------------------------------------------------------- file system faults
-def _fail_writes(monkeypatch, err_no, after=0):
+def _fail_writes(monkeypatch, err_no, after=0, where=None):
+    """Write number ``after + 1`` of ``where``'s ``_os_write`` (the event files' by default) and
+    every later one write half their buffer, then fail as a filling disk does."""
+    where = where or _event_file
     calls = {"n": 0}
-    real = _event_file._os_write
+    real = where._os_write
 
     def fake(fd, data):
         calls["n"] += 1
@@ -129,8 +132,8 @@ def _fail_writes(monkeypatch, err_no, after=0):
             raise OSError(err_no, os.strerror(err_no))
         return real(fd, data)
 
-    monkeypatch.setattr(_event_file, "_os_write", fake)
-    return lambda: monkeypatch.setattr(_event_file, "_os_write", real)
+    monkeypatch.setattr(where, "_os_write", fake)
+    return lambda: monkeypatch.setattr(where, "_os_write", real)
 
 
 @pytest.mark.parametrize("err_no", [errno.ENOSPC, errno.EIO])

@@ -35,18 +35,9 @@ def embedding(n=10, seed=0):
 def fail_whole_file_writes(monkeypatch, err_no, after):
     """The whole-file write number ``after + 1`` (0-based count of os.write calls) writes half
     its buffer, then fails as a filling disk does."""
-    calls = {"n": 0}
-    real = _sink._os_write
+    from test_reliability import _fail_writes
 
-    def fake(fd, data):
-        calls["n"] += 1
-        if calls["n"] > after:
-            real(fd, bytes(data[: len(data) // 2]))
-            raise OSError(err_no, os.strerror(err_no))
-        return real(fd, data)
-
-    monkeypatch.setattr(_sink, "_os_write", fake)
-    return lambda: monkeypatch.setattr(_sink, "_os_write", real)
+    return _fail_writes(monkeypatch, err_no, after, where=_sink)
 
 
 def test_a_failed_embedding_write_leaves_no_temporary_file_and_no_half_step(tmp_path, monkeypatch):
