@@ -22,6 +22,7 @@ with a running statistic (micro F1, MCC, Pearson) the difference of those sums i
 from __future__ import annotations
 
 import copy
+import logging
 import numbers
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
@@ -118,6 +119,12 @@ class BatchMetrics:
             if tap is not None:
                 self._taps.append(tap)
         return list(self._taps)
+
+    def say_unusable(self, out: Any) -> None:
+        """One warning (``out.say_once``) naming the metrics that get no ``batch_`` point."""
+        if self.unusable:
+            out.say_once("batch-metric", f"gluon_tb: batch_<metric> is not logged for {', '.join(self.unusable)}: "
+                         "the metric keeps no numeric sum_metric/num_inst", logging.WARNING)
 
     def settle(self) -> None:
         """The last training batch of an epoch: keep the part not yet logged for the next point, and

@@ -98,16 +98,17 @@ class EpochValues:
                                "batch_axis; epoch_samples_per_second is not logged", logging.WARNING)
         else:
             self._samples += n
-        usable = all(loss_kind(l) is not None for l in losses)
-        if not usable:
-            bad = next(l for l in losses if loss_kind(l) is None)
+        kinds = [loss_kind(l) for l in losses]
+        if None in kinds:
+            bad = losses[kinds.index(None)]
             self._out.say_once("loss", f"gluon_tb: the batch processor's loss is a {type(bad).__name__}, "
                                "not a number or array; batch_loss and epoch_loss (without a loss metric) "
                                "are not logged for such batches", logging.WARNING)
-        elif self._own_loss is not None:  # None: the estimator has a loss metric
-            for l in losses:
-                self._own_loss.add(l)
-        return usable
+            return False
+        if self._own_loss is not None:  # None: the estimator has a loss metric
+            for l, kind in zip(losses, kinds):
+                self._own_loss.add(l, kind)
+        return True
 
     def epoch_end(self, estimator: Any, epoch: int) -> None:
         pairs = scores(estimator.train_metrics, use_global=True)
@@ -142,9 +143,10 @@ class EpochValues:
         if losses is None:
             return
         losses = losses if isinstance(losses, (list, tuple)) else [losses]
-        if all(loss_kind(l) is not None for l in losses):
-            for l in losses:
-                self._val_loss.add(l)
+        kinds = [loss_kind(l) for l in losses]
+        if None not in kinds:
+            for l, kind in zip(losses, kinds):
+                self._val_loss.add(l, kind)
         else:
             self._out.say_once("val-loss", "gluon_tb: evaluate_batch's loss is not a number or array; "
                                "validation/epoch_loss is not logged for such batches", logging.WARNING)
@@ -228,9 +230,10 @@ class LossSum:
         self._total: Any = None
         self._host = 0.0
 
-    def add(self, loss: Any) -> None:
-        """One loss value of a kind :func:`loss_kind` accepts: every element counts once."""
-        kind = loss_kind(loss)
+    def add(self, loss: Any, kind: Optional[str] = None) -> None:
+        """One loss value of a kind :func:`loss_kind` accepts (``kind``: its kind, when known):
+        every element counts once."""
+        kind = kind or loss_kind(loss)
         if kind == "number":
             self._host += float(loss)
             self.count += 1

@@ -237,7 +237,7 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
         self._taps.extend(self._epochs.train_begin(estimator, scope, self._abandon))
         if self._every.every is not None:
             self._taps.extend(self._windows.watch(estimator.train_metrics, scope, self._abandon))
-            self._say_unusable()
+            self._windows.say_unusable(self._out)
         if not self._hist.never and not self._out.muted:
             # gradients as backward left them: when fit_batch returns (before any update handler
             # clips or scales them), or at the trainer's first call inside fit_batch
@@ -309,12 +309,6 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
             self._out.call(TRAIN, SummaryWriter.add_hparams, self._hparams, final,
                            max(self._epoch - 1, 0))
         self._out.close()
-
-    def _say_unusable(self) -> None:
-        if self._windows.unusable:
-            self._out.say_once("batch-metric", "gluon_tb: batch_<metric> is not logged for "
-                               f"{', '.join(self._windows.unusable)}: the metric keeps no numeric "
-                               "sum_metric/num_inst", logging.WARNING)
 
     def _remove_taps(self) -> None:
         for tap in reversed(self._taps):  # the last made is on top

@@ -238,10 +238,7 @@ class TensorBoardCallback:
         if src is not None and self._every.every is not None:
             if not self._windows.watching([src]):  # fit's metric was reset before its first batch
                 self._windows.watch([src], from_zero=param.nbatch == 0)
-                if self._windows.unusable:
-                    self._out.say_once("batch-metric", "gluon_tb: batch_<metric> is not logged for "
-                                       f"{', '.join(self._windows.unusable)}: the metric keeps no numeric "
-                                       "sum_metric/num_inst", logging.WARNING)
+                self._windows.say_unusable(self._out)
             self._windows.resume()
             # due by the batch's index in its epoch, as Speedometer and MXNet's own callbacks count
             if self._every.due(param.nbatch):
