@@ -186,11 +186,12 @@ def main() -> None:
     if "gil" in only:  # its own table (bench_gil.py): what each payload costs the training thread
         import bench_gil
 
-        rounds = 3 if q else 7
-        cfg["gil"] = (f"one fresh process per payload kind; {rounds} alternating rounds of a pure-Python loop with "
-                      "and without the payload queued; tensorboardX's caller time beside")
+        gil_rounds = 3 if q else 7
+        cfg["gil"] = (f"one fresh process per payload kind; {gil_rounds} alternating rounds of a pure-Python loop "
+                      "with and without the payload queued (quiet, then with a spinning process per core for the "
+                      "stalls); tensorboardX's caller time beside")
         log(f"== gil: {cfg['gil']}")
-        R_gil = bench_gil.run_all(bench_gil.KINDS, rounds, progress=log, gluon_tb_path=GLUON_TB_PATH)
+        R_gil = bench_gil.run_all(bench_gil.KINDS, gil_rounds, progress=log, gluon_tb_path=GLUON_TB_PATH)
         gil_md = "## GIL budget: what the writer's work costs the training thread\n\n" + bench_gil.table(R_gil)
     wall = time.perf_counter() - t_all
     cfg["load average at end (1/5/15 min)"] = "%.2f %.2f %.2f" % os.getloadavg()

@@ -1,9 +1,9 @@
 """On a machine whose every core is busy, what was logged reaches the disk within ``flush_secs``
 (+ the time to write it): a SIGKILL loses only what was accepted in the last ``flush_secs``.
 
-The writer thread runs at nice 19. With spinning processes on every core it gets about 1% of a
-core, far less than a histogram-logging loop needs; the writer's catch-up thread (normal
-priority) then writes what the writer thread has not (``_io/worker.py``)."""
+The writer counts histograms at nice 19. With spinning processes on every core that gets about 1%
+of a core, far less than a histogram-logging loop needs; the writer's catch-up thread then writes
+what the writer thread has not, counting at normal priority (``_io/worker.py``)."""
 import os
 import signal
 import subprocess
@@ -26,7 +26,7 @@ from gluon_tb import SummaryWriter
 w = SummaryWriter(sys.argv[1], flush_secs=float(sys.argv[2]))
 rng = np.random.default_rng(0)
 a = rng.random((120, 120))
-big = rng.standard_normal(400_000)
+big = rng.standard_normal(800_000)  # 100k values a parameter: counted at nice 19 (KERNEL_MIN_VALUES)
 img = rng.random((3, 128, 128))
 print("ready", flush=True)
 i = 0

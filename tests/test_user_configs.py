@@ -145,6 +145,33 @@ def test_no_host_read_by_gluon_tb_during_fit(tmp_path, loss_metric, validation, 
         assert {("train_batch", "grad_norm/global"), ("train", "first_batch")} <= tags
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a nice value is per thread on Linux only")
+def test_every_thread_that_takes_the_gil_keeps_the_process_priority(tmp_path):
+    """The writer's threads and grad_health's reader all run Python: at a low priority, on a CPU
+    that MXNet keeps busy, each would stall the training thread behind the GIL (see
+    writer/_common/threads.py). Sampled at every batch of a fit with every option on."""
+
+    mine = os.getpriority(os.PRIO_PROCESS, 0)
+    seen = {}
+
+    class Sample(BatchEnd):
+        def batch_end(self, estimator, *args, **kwargs):
+            for t in threading.enumerate():
+                if t.name.startswith("gluon_tb") and t.is_alive():
+                    try:
+                        seen[t.name] = max(seen.get(t.name, mine), os.getpriority(os.PRIO_PROCESS, t.native_id))
+                    except OSError:  # ended meanwhile
+                        pass
+
+    ctx = [mx.cpu()]
+    est = make_est(make_net(ctx), ctx)
+    est.fit(loader(), val_data=loader(32, seed=1), epochs=2,
+            event_handlers=[TensorBoardHandler(str(tmp_path), **ALL_ON), Sample()])
+    assert {"gluon_tb-writer", "gluon_tb-grad-health"} <= set(seen), seen
+    assert set(seen.values()) == {mine}, seen
+    assert ("train_batch", "grad_norm/global") in readback.tags(str(tmp_path))
+
+
 # ------------------------------------------------------------ 3. resume in a new process
 RESUME = textwrap.dedent("""
     import sys, warnings
@@ -152,7 +179,6 @@ RESUME = textwrap.dedent("""
     warnings.filterwarnings("ignore")
     import mxnet as mx
     from mxnet.gluon.contrib.estimator import CheckpointHandler
-    from mxnet.gluon.contrib.estimator.event_handler import BatchEnd
     import test_user_configs as t
     from gluon_tb.handlers import TensorBoardHandler
 

@@ -296,24 +296,72 @@ def test_the_writer_thread_starts_with_the_writer_and_ends_with_it(tmp_path):
     assert readback.scalars(str(tmp_path), ".", "x") == [(3, 1.0)]
 
 
+def test_a_slow_low_priority_kernel_sends_the_kernels_to_normal_priority(monkeypatch):
+    """A nice-19 kernel that took far longer than its work found no idle CPU: the kernels then
+    count at normal priority for a while, so that flush_secs holds on a saturated machine."""
+    from gluon_tb.writer._common import threads
+
+    monkeypatch.setattr(threads, "_saturated_until", 0.0)
+    monkeypatch.setattr(threads._local, "nice", 19, raising=False)
+    if not sys.platform.startswith("linux"):
+        assert threads.kernel_nice() == 19
+        return
+    assert threads.kernel_nice() == 19
+    threads.kernel_took(0.05, 10_000_000)  # 50 ms for 10M values: the CPU had time for it
+    assert threads.kernel_nice() == 19
+    threads.kernel_took(0.5, 10_000_000)  # 500 ms: starved
+    assert threads.kernel_nice() == 0
+    monkeypatch.setattr(threads, "_saturated_until", 0.0)  # SATURATED_FOR later
+    assert threads.kernel_nice() == 19
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a nice value is per thread on Linux only")
 @pytest.mark.parametrize("worker_nice", [19, 7, None])
-def test_writer_thread_runs_at_its_own_low_priority(tmp_path, worker_nice):
-    """The writer thread takes the CPU training leaves idle; the training thread keeps its own."""
+def test_writer_thread_keeps_normal_priority_and_its_kernels_run_low(tmp_path, worker_nice, monkeypatch):
+    """No thread that takes the GIL runs at a low priority (on a busy CPU it would stall the
+    training thread: writer/_common/threads.py); the histogram kernels of large arrays run at
+    ``worker_nice`` on a thread of their own, small ones where they are."""
+    from gluon_tb.writer._common import threads
+    from gluon_tb.writer._common.threads import KERNEL_MIN_VALUES
+    from gluon_tb.writer._summaries import histogram_counts
+
+    fast = histogram_counts._fast
+    if fast is None:
+        pytest.skip("the C histogram kernel is not built")
+    seen = []
+
+    class Spy:  # the kernel, recording the nice value each call asked for
+        def __getattr__(self, name):
+            def call(*args):
+                seen.append((name, args[0].size, args[-1] if len(args) in (2, 4) else None))
+                return getattr(fast, name)(*args)
+            return call
+
+    monkeypatch.setattr(histogram_counts, "_fast", Spy())
+    monkeypatch.setattr(threads, "_saturated_until", 0.0)  # a slow kernel of another test: forgotten
+    monkeypatch.setattr(threads, "SATURATED_AFTER", 3600.0)  # and none of this one's counts as slow
+
     def writer_threads():
-        return {t.native_id for t in threading.enumerate() if t.name == "gluon_tb-writer" and t.is_alive()}
+        return {t.native_id for t in threading.enumerate() if t.name.startswith("gluon_tb") and t.is_alive()}
 
     mine = os.getpriority(os.PRIO_PROCESS, 0)
-    want = mine if worker_nice is None else max(mine, worker_nice)
     before = writer_threads()
-    w = SummaryWriter(tmp_path, worker_nice=worker_nice)  # the thread starts with the writer
+    w = SummaryWriter(tmp_path, worker_nice=worker_nice)  # the threads start with the writer
+    big = np.linspace(-1, 1, KERNEL_MIN_VALUES, dtype=np.float32)
     for step in range(2):
         w.add_scalar("x", float(step), step)
+        w.add_histogram("big", big, step)
+        w.add_histogram("small", big[:100], step, bins=5)
         w.flush()
-        (new,) = writer_threads() - before
-        assert os.getpriority(os.PRIO_PROCESS, new) == want
+        new = writer_threads() - before
+        assert new and all(os.getpriority(os.PRIO_PROCESS, t) == mine for t in new)
         assert os.getpriority(os.PRIO_PROCESS, 0) == mine
         w.close()
         before = writer_threads()
-        w.reopen()  # a reopened writer's new thread too
+        w.reopen()  # a reopened writer's new threads too
+    # a large array's kernel is given worker_nice (None: no nice argument); a small one's none
+    assert seen == [("count", KERNEL_MIN_VALUES, worker_nice), ("stats", 100, None), ("uniform", 100, None)] * 2
+    want = worker_nice or 0
+    assert fast.probe_nice(want) == (want if want else mine)  # what a kernel given it runs at
     assert readback.scalars(str(tmp_path), ".", "x") == [(0, 0.0), (1, 1.0)]
+    assert [e.step for e in readback.tensor_events(str(tmp_path), ".", "big")] == [0, 1]

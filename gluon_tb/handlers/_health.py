@@ -48,7 +48,6 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ..writer._common.checks import check_bool, describe
-from ..writer._common.threads import BACKGROUND_NICE, lower_thread_priority
 from ..writer import SummaryWriter
 from ._checks import check_option, check_positive_int, check_positive_number
 from ._run_writers import TRAIN_BATCH, RunWriters, logger
@@ -228,9 +227,9 @@ class HealthMonitor:
     def _send(self) -> None:
         """Hand the last check's NDArray to the helper thread, which reads it (waits for MXNet).
 
-        The helper runs at the writer thread's low priority: at normal priority, woken here, it
-        preempted the training thread on a busy CPU and then waited for the GIL the preempted
-        thread held (about a millisecond a check, measured)."""
+        The helper runs at normal priority, as every thread that takes the GIL must: at nice 19,
+        returning from ``asnumpy`` (re-taking the GIL) on a CPU that MXNet keeps busy, it made the
+        training thread wait for it in turn (``writer/_common/threads.py``)."""
         if self._pending is None:
             return
         item, self._pending = self._pending, None
@@ -252,7 +251,6 @@ class HealthMonitor:
 
     @staticmethod
     def _read(todo: deque, ready: deque, wake: threading.Event, stopping: threading.Event) -> None:
-        lower_thread_priority(BACKGROUND_NICE)  # like the writer's: woken, it never preempts training
         while True:
             wake.wait()
             wake.clear()

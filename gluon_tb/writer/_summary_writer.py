@@ -87,14 +87,16 @@ class SummaryWriter(WriterBase):
             for s3fs (default: fsspec's configuration and the environment).
         remote: a :class:`gluon_tb.writer.RemoteOptions` (part size and age,
             retries) for a URL ``logdir``; see ``docs/remote.md``.
-        worker_nice: the writer thread's nice value (Linux; default 19, the lowest
-            priority: it uses the CPU the training leaves idle instead of competing
-            with MXNet's operators for it); ``None`` or 0: normal priority. On a CPU
-            that other work keeps fully busy, where a nice-19 thread gets about 1% of
-            a core, a second writer thread at normal priority writes in its place
-            whenever something logged has waited ``3/4 flush_secs``, so the bound of
-            ``flush_secs`` holds (a local log directory; a URL one uploads parts by
-            ``RemoteOptions.part_secs``).
+        worker_nice: the nice value at which the writer counts histograms (Linux;
+            default 19, the lowest priority: the counting uses the CPU the training
+            leaves idle instead of competing with MXNet's operators for it); ``None``
+            or 0: normal priority. The writer's threads themselves run Python and keep
+            the process's priority: a low-priority thread holding the GIL on a busy CPU
+            stalls the training thread. On a CPU that other work keeps fully busy,
+            where nice-19 counting gets about 1% of a core, a second writer thread
+            writes (counting at normal priority) whenever something logged has waited
+            ``3/4 flush_secs``, so the bound of ``flush_secs`` holds (a local log
+            directory; a URL one uploads parts by ``RemoteOptions.part_secs``).
     """
 
     # ------------------------------------------------------------ arrays

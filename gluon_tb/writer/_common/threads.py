@@ -1,28 +1,73 @@
-"""Thread priority: the background threads (the writer's, ``grad_health``'s reader) run at a low
-one, so that they take the CPU the training loop leaves idle and never preempt it."""
+"""Thread priority without priority inversion: the GIL is only ever held at normal priority.
+
+The writer's heavy work is of two kinds. Python (building protobufs, queue handling) holds the
+GIL; C kernels (the histogram counter) release it. A thread at a low priority that holds the GIL
+is a priority inversion: on a CPU that MXNet's operators (or DataLoader workers, or other jobs)
+keep busy, the scheduler leaves it off the CPU *while it holds the GIL*, and the training thread
+waits for it. Measured (2 cores, two busy nice-0 processes, a pure-Python loop timed in 1 ms
+chunks while a writer works): with the writer thread at nice 19 the loop's longest stall was
+250-1000 ms; with it at normal priority 11-12 ms, as with the writer idle (10 ms).
+
+Not even *waiting* for the GIL at a low priority is safe: CPython hands the GIL to the thread
+that asked for it, and the thread dropping it waits until that thread has taken it, so a
+low-priority Python thread that only returns from a C call (re-taking the GIL) stalls the thread
+that holds it. A Python thread at nice 19 that handed the histogram kernel to a second Python
+thread still left the loop stalls of 170 ms.
+
+So every thread that runs Python stays at the process's priority, and only the C kernels run at
+a low one, on a thread of their own that never touches the GIL: a kernel of
+``_summaries/_fasthist.c`` given ``nice`` runs its loop on a thread it creates for the call,
+which lowers its own priority first, while the calling thread waits with the GIL released.
+:func:`niced_kernels` sets that value for a thread's kernels (the writer thread sets it from
+``worker_nice``); :func:`kernel_nice` reads it. The kernels still cost the training loop less
+that way: in the MLP benchmark the histogram counting slowed a batch by 1.5 ms at normal
+priority and 0.4 ms at nice 19 (``benchmarks/RESULTS-notes.md``).
+"""
 from __future__ import annotations
 
-import os
 import sys
+import threading
+import time
+from typing import Optional
 
-__all__ = ["lower_thread_priority", "BACKGROUND_NICE"]
+__all__ = ["BACKGROUND_NICE", "niced_kernels", "kernel_nice", "kernel_took", "KERNEL_MIN_VALUES"]
 
-#: the nice value of the background threads (measured in benchmarks/RESULTS-notes.md: on a CPU that
+#: the nice value of the background kernels (measured in benchmarks/RESULTS-notes.md: on a CPU that
 #: MXNet's operators keep busy, nice 15-19 keeps the writer's work out of the training loop's way)
 BACKGROUND_NICE = 19
+#: arrays smaller than this are counted on the calling thread (a thread for the kernel costs
+#: ~20-50 us: the kernel's time for about this many values)
+KERNEL_MIN_VALUES = 1 << 16
 
 
-def lower_thread_priority(nice: int) -> bool:
-    """Raise the calling thread's nice value to ``nice`` (never lower it); True if done.
+_local = threading.local()
 
-    Linux only: there a nice value is a thread's own (``setpriority(PRIO_PROCESS, 0)``
-    means the calling thread); elsewhere the same call would slow the whole process.
-    """
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        if os.getpriority(os.PRIO_PROCESS, 0) < nice:
-            os.setpriority(os.PRIO_PROCESS, 0, nice)
-        return True
-    except (AttributeError, OSError):  # a sandbox that forbids it: normal priority then
-        return False
+
+def niced_kernels(nice: Optional[int]) -> None:
+    """From now on, the calling thread's C kernels run at ``nice`` (:func:`kernel_nice`; Linux;
+    ``None`` or 0, or elsewhere: at the calling thread's own priority)."""
+    _local.nice = nice if nice and sys.platform.startswith("linux") else 0
+
+
+#: a low-priority kernel that took this much longer than its work needs found no idle CPU ...
+SATURATED_AFTER = 0.1
+#: ... and the kernels run at normal priority for this long, so that what was logged still reaches
+#: the disk within flush_secs (``_io/worker.py``): at about 1% of a core, the counting of a
+#: 10M-value histogram would take a second
+SATURATED_FOR = 60.0
+_saturated_until = 0.0
+
+
+def kernel_nice() -> int:
+    """The nice value at which the calling thread's C kernels run now (0: its own priority):
+    :func:`niced_kernels`'s, unless a recent low-priority kernel found the CPU saturated."""
+    nice: int = getattr(_local, "nice", 0)
+    return nice if nice and time.monotonic() >= _saturated_until else 0
+
+
+def kernel_took(seconds: float, values: int) -> None:
+    """Report that a low-priority kernel over ``values`` values took ``seconds``: far more than
+    its work needs (about 1 ns a value) means that the CPU has no idle time to give it."""
+    global _saturated_until
+    if seconds > SATURATED_AFTER + values * 1e-8:
+        _saturated_until = time.monotonic() + SATURATED_FOR

@@ -12,23 +12,21 @@ event; a stop marker by writing what came before, closing the files and putting
 back, untouched, whatever was queued after it (those came after ``close()`` and
 their producers refuse them).
 
-The worker runs at the lowest CPU priority (``nice`` 19, on Linux, where a nice value
-belongs to one thread), so it takes the CPU that training leaves idle rather than
-the cores of MXNet's OpenMP operators: in the MLP benchmark its histogram counting
-slowed the training loop several times less at nice 19 than at normal priority, and
-nice 10 helped nothing (figures in ``benchmarks/RESULTS-notes.md``).
+The worker runs at the process's priority, as every thread that takes the GIL must; only its
+C kernels (the histogram counting) run at ``nice`` 19, on a thread of their own that never
+touches the GIL (``_common/threads.py`` has the measurements: a nice-19 writer thread holding
+the GIL on a CPU that MXNet keeps busy stalled the training thread for up to a second).
 
-But when other work keeps every core busy (DataLoader workers, a second training), a
-nice-19 thread gets about 1% of a core, and the writer fell a minute behind: a kill lost
-that minute. So a second thread at normal priority, the **catch-up** thread, keeps the
+When the worker ran at nice 19 and other work kept every core busy (DataLoader workers, a
+second training), it got about 1% of a core and fell a minute behind: a kill lost that
+minute. Its kernels can still fall behind that way, so a second thread, the **catch-up** thread, keeps the
 promise that what was logged is on disk within ``flush_secs`` (plus the time to write
 it). It wakes every ``flush_secs / 8`` and does nothing while the worker keeps up; when
 something unwritten may have waited ``3/4 flush_secs`` (the worker itself writes every
 ``flush_secs / 2``), it asks the worker to step aside (``_yield``: the worker puts back
 what it has not processed, at the front of the queue, at the next item) and drains the
-queue itself. One lock (``_drain_lock``) makes sure one thread at a time touches the
-files, ``_pending`` and the projector state, in queue order. The worker never gives up
-its nice value (raising a priority back needs privileges a user rarely has).
+queue itself, with its kernels at its own priority. One lock (``_drain_lock``) makes sure
+one thread at a time touches the files, ``_pending`` and the projector state, in queue order.
 """
 from __future__ import annotations
 
@@ -39,7 +37,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional
 
 from .._common.arrays import host_float
-from .._common.threads import lower_thread_priority
+from .._common.threads import niced_kernels
 from .._format import proto as _proto
 from .._format.record import frame_many
 from .event_file import EventFile
@@ -84,8 +82,7 @@ class Worker:
     error: Optional[BaseException]
 
     def _run(self) -> None:
-        if self.nice:
-            lower_thread_priority(self.nice)
+        niced_kernels(self.nice)  # this thread holds the GIL: it stays at normal priority
         try:
             while True:
                 self._wake.wait(self.flush_secs / 2)

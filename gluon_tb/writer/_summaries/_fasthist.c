@@ -26,6 +26,14 @@
  * the statistics first (numpy's uniform edges depend on the range), then a computed bucket per
  * value, moved until edges[i] <= x < edges[i + 1] as numpy.histogram does for uniform bins.
  *
+ * Each call takes an optional last argument, nice (default 0). With nice > 0 (Linux), the loop
+ * runs on a thread of its own created for the call, which sets its own nice value first, while
+ * the calling thread waits without the GIL: the counting takes the CPU that training leaves idle,
+ * and no thread that ever takes the GIL runs at a low priority (a low-priority thread that waits
+ * for the GIL makes the thread holding it wait for it in turn: CPython hands the GIL over to the
+ * thread that asked for it; see _common/threads.py). Where the thread cannot be created, the loop
+ * runs on the calling thread.
+ *
  * Only Python.h is needed: no numpy headers at build time.
  */
 #define PY_SSIZE_T_CLEAN
@@ -33,6 +41,12 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#ifdef __linux__
+#include <pthread.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #define NCELLS 65536
 #define BLOCK 256
@@ -156,6 +170,107 @@ DEFINE_COUNT(count_f64, double, uint64_t, cell64_t, 48, stats_f64)
 DEFINE_UNIFORM(uniform_f32, float)
 DEFINE_UNIFORM(uniform_f64, double)
 
+/* ---- running a loop at a low priority (see the top of this file) ---- */
+typedef struct {
+    void (*fn)(void *);
+    void *arg;
+    int nice;
+} job_t;
+
+#ifdef __linux__
+static void *job_main(void *p) {
+    job_t *job = (job_t *)p;
+    /* on Linux a nice value is a thread's own: PRIO_PROCESS with a thread id */
+    setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), job->nice);
+    job->fn(job->arg);
+    return NULL;
+}
+#endif
+
+/* fn(arg), at nice on a thread of its own where it can; call without the GIL */
+static void run_job(void (*fn)(void *), void *arg, int nice) {
+#ifdef __linux__
+    if (nice > 0) {
+        job_t job = {fn, arg, nice};
+        pthread_t t;
+        if (pthread_create(&t, NULL, job_main, &job) == 0) {
+            pthread_join(t, NULL);
+            return;
+        }
+    }
+#else
+    (void)nice;
+#endif
+    fn(arg);
+}
+
+typedef struct {
+    const void *x;
+    Py_ssize_t n;
+    const void *cells;
+    int64_t *counts;
+    Py_ssize_t ncounts;
+    int f32, rc;
+    stats_t st;
+} count_job_t;
+
+static void count_job(void *p) {
+    count_job_t *j = (count_job_t *)p;
+    if (j->f32)
+        j->rc = count_f32((const float *)j->x, j->n, (const cell32_t *)j->cells, j->counts, j->ncounts, &j->st);
+    else
+        j->rc = count_f64((const double *)j->x, j->n, (const cell64_t *)j->cells, j->counts, j->ncounts, &j->st);
+}
+
+typedef struct {
+    const void *x;
+    Py_ssize_t n;
+    int f32;
+    stats_t st;
+} stats_job_t;
+
+static void stats_job(void *p) {
+    stats_job_t *j = (stats_job_t *)p;
+    if (j->f32)
+        stats_f32((const float *)j->x, j->n, &j->st);
+    else
+        stats_f64((const double *)j->x, j->n, &j->st);
+}
+
+typedef struct {
+    const void *x;
+    Py_ssize_t n, nb;
+    const double *edges;
+    int64_t *counts;
+    int f32;
+} uniform_job_t;
+
+static void uniform_job(void *p) {
+    uniform_job_t *j = (uniform_job_t *)p;
+    if (j->f32)
+        uniform_f32((const float *)j->x, j->n, j->edges, j->nb, j->counts);
+    else
+        uniform_f64((const double *)j->x, j->n, j->edges, j->nb, j->counts);
+}
+
+static void probe_job(void *p) {
+#ifdef __linux__
+    *(int *)p = getpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid));
+#else
+    *(int *)p = 0;
+#endif
+}
+
+/* probe_nice(nice) -> the nice value a kernel given nice runs at (for tests) */
+static PyObject *probe_nice(PyObject *self, PyObject *args) {
+    int nice = 0, seen = 0;
+    if (!PyArg_ParseTuple(args, "i:probe_nice", &nice)) return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    run_job(probe_job, &seen, nice);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromLong(seen);
+}
+
 static int is_format(const Py_buffer *b, char code) {
     const char *f = b->format ? b->format : "B";
     if (*f == '<' || *f == '=' || *f == '@') f++;  /* native little-endian is all we build for */
@@ -164,7 +279,8 @@ static int is_format(const Py_buffer *b, char code) {
 
 static PyObject *count(PyObject *self, PyObject *args) {
     PyObject *ox, *ocells, *ocounts;
-    if (!PyArg_ParseTuple(args, "OOO:count", &ox, &ocells, &ocounts)) return NULL;
+    int nice = 0;
+    if (!PyArg_ParseTuple(args, "OOO|i:count", &ox, &ocells, &ocounts, &nice)) return NULL;
     Py_buffer x = {0}, cells = {0}, counts = {0};
     PyObject *result = NULL;
     if (PyObject_GetBuffer(ox, &x, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) goto done;
@@ -182,18 +298,12 @@ static PyObject *count(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "cells or counts has the wrong size or type");
         goto done;
     }
-    stats_t st;
-    int rc;
-    Py_ssize_t n = x.len / x.itemsize, ncounts = counts.len / 8;
+    count_job_t j = {x.buf, x.len / x.itemsize, cells.buf, (int64_t *)counts.buf, counts.len / 8, f32, 0};
     Py_BEGIN_ALLOW_THREADS
-    if (f32)
-        rc = count_f32((const float *)x.buf, n, (const cell32_t *)cells.buf, (int64_t *)counts.buf,
-                       ncounts, &st);
-    else
-        rc = count_f64((const double *)x.buf, n, (const cell64_t *)cells.buf, (int64_t *)counts.buf,
-                       ncounts, &st);
+    run_job(count_job, &j, nice);
     Py_END_ALLOW_THREADS
-    if (rc < 0) {
+    stats_t st = j.st;
+    if (j.rc < 0) {
         PyErr_SetString(PyExc_ValueError, "cells has an index outside counts");
         goto done;
     }
@@ -208,7 +318,10 @@ done:
 /* x as float32 (1) or float64 (2), or 0 with a TypeError set */
 static int float_kind(const Py_buffer *x);
 
-static PyObject *stats(PyObject *self, PyObject *ox) {
+static PyObject *stats(PyObject *self, PyObject *args) {
+    PyObject *ox;
+    int nice = 0;
+    if (!PyArg_ParseTuple(args, "O|i:stats", &ox, &nice)) return NULL;
     Py_buffer x = {0};
     if (PyObject_GetBuffer(ox, &x, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return NULL;
     int kind = float_kind(&x);
@@ -216,21 +329,19 @@ static PyObject *stats(PyObject *self, PyObject *ox) {
         PyBuffer_Release(&x);
         return NULL;
     }
-    stats_t st;
-    Py_ssize_t n = x.len / x.itemsize;
+    stats_job_t j = {x.buf, x.len / x.itemsize, kind == 1};
     Py_BEGIN_ALLOW_THREADS
-    if (kind == 1)
-        stats_f32((const float *)x.buf, n, &st);
-    else
-        stats_f64((const double *)x.buf, n, &st);
+    run_job(stats_job, &j, nice);
     Py_END_ALLOW_THREADS
+    stats_t st = j.st;
     PyBuffer_Release(&x);
     return Py_BuildValue("Ldddd", (long long)st.finite, st.lo, st.hi, st.sum, st.sq);
 }
 
 static PyObject *uniform(PyObject *self, PyObject *args) {
     PyObject *ox, *oedges, *ocounts;
-    if (!PyArg_ParseTuple(args, "OOO:uniform", &ox, &oedges, &ocounts)) return NULL;
+    int nice = 0;
+    if (!PyArg_ParseTuple(args, "OOO|i:uniform", &ox, &oedges, &ocounts, &nice)) return NULL;
     Py_buffer x = {0}, edges = {0}, counts = {0};
     PyObject *result = NULL;
     if (PyObject_GetBuffer(ox, &x, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) goto done;
@@ -252,12 +363,9 @@ static PyObject *uniform(PyObject *self, PyObject *args) {
             goto done;
         }
     }
-    Py_ssize_t n = x.len / x.itemsize;
+    uniform_job_t j = {x.buf, x.len / x.itemsize, nb, e, (int64_t *)counts.buf, kind == 1};
     Py_BEGIN_ALLOW_THREADS
-    if (kind == 1)
-        uniform_f32((const float *)x.buf, n, e, nb, (int64_t *)counts.buf);
-    else
-        uniform_f64((const double *)x.buf, n, e, nb, (int64_t *)counts.buf);
+    run_job(uniform_job, &j, nice);
     Py_END_ALLOW_THREADS
     Py_INCREF(Py_None);
     result = Py_None;
@@ -276,11 +384,13 @@ static int float_kind(const Py_buffer *x) {
 }
 
 static PyMethodDef methods[] = {
-    {"stats", stats, METH_O, "stats(x) -> (n_finite, min, max, sum, sum_sq) of the finite values"},
+    {"stats", stats, METH_VARARGS,
+     "stats(x, nice=0) -> (n_finite, min, max, sum, sum_sq) of the finite values"},
     {"uniform", uniform, METH_VARARGS,
-     "uniform(x, edges, counts): counts[i] += values in bucket i of float64 edges (uniform)"},
+     "uniform(x, edges, counts, nice=0): counts[i] += values in bucket i of float64 edges (uniform)"},
+    {"probe_nice", probe_nice, METH_VARARGS, "probe_nice(nice) -> the nice value a kernel given nice runs at"},
     {"count", count, METH_VARARGS,
-     "count(x, cells, counts) -> (n_finite, min, max, sum, sum_sq)"},
+     "count(x, cells, counts, nice=0) -> (n_finite, min, max, sum, sum_sq)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -20,10 +20,13 @@ Example::
 from __future__ import annotations
 
 import sys
+import time
 from functools import lru_cache
-from typing import Optional, Tuple, Union, cast
+from typing import Any, Optional, Tuple, Union, cast
 
 import numpy as np
+
+from .._common.threads import KERNEL_MIN_VALUES, kernel_nice, kernel_took
 
 try:  # the optional C kernel (setup.py builds it where a compiler is found)
     # a C extension without a stub: mypy sees no such submodule (with or without it built)
@@ -164,9 +167,23 @@ def fast_counts(x: np.ndarray, bins: Bins, orig: np.ndarray) -> Optional[tuple]:
         return None
     n = table.nbuckets
     counts = np.zeros(n + 3, np.int64)
-    n_finite, lo, hi, total, total_sq = _fast.count(x, table.cells, counts)
+    n_finite, lo, hi, total, total_sq = _kernel(_fast.count, x, table.cells, counts)
     right = cast(np.ndarray, edges)[1:]  # a table is only ever made for edges
     return counts[1:n + 1], right, n_finite, lo, hi, total, total_sq
+
+
+def _kernel(fn: Any, x: np.ndarray, *rest: Any) -> Any:
+    """A C kernel call (it releases the GIL), for a large array at the calling thread's kernel
+    priority (``_common/threads.py``: the writer's kernels run at nice 19 on a thread of their
+    own, which never holds the GIL)."""
+    nice = kernel_nice() if x.size >= KERNEL_MIN_VALUES else 0
+    if not nice:
+        return fn(x, *rest)
+    start = time.perf_counter()
+    try:
+        return fn(x, *rest, nice)
+    finally:
+        kernel_took(time.perf_counter() - start, x.size)
 
 
 _UNIFORM_MAX_BINS = 1 << 16  # numpy's one-step correction of a computed bucket is exact up to here
@@ -178,7 +195,7 @@ def _fast_uniform(x: np.ndarray, bins: int, orig: np.ndarray) -> Optional[tuple]
     numpy's rule, in two passes (statistics, counts) instead of numpy's many."""
     if orig.dtype != x.dtype or bins > _UNIFORM_MAX_BINS:  # float16 and ints: edges of their own dtype
         return None
-    n_finite, lo, hi, total, total_sq = _fast.stats(x)
+    n_finite, lo, hi, total, total_sq = _kernel(_fast.stats, x)
     if n_finite == 0:
         return np.zeros(0, np.int64), np.zeros(0), 0, lo, hi, total, total_sq
     t = x.dtype.type  # numpy finds the range as scalars of the data's type: so must we
@@ -186,7 +203,7 @@ def _fast_uniform(x: np.ndarray, bins: int, orig: np.ndarray) -> Optional[tuple]
     if not (edges[1:] > edges[:-1]).all():  # a range too narrow for the data's type: numpy's way
         return None
     counts = np.zeros(bins, np.int64)
-    _fast.uniform(x, edges.astype(np.float64), counts)
+    _kernel(_fast.uniform, x, edges.astype(np.float64), counts)
     return counts, edges[1:], n_finite, lo, hi, total, total_sq
 
 
