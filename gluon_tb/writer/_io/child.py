@@ -33,11 +33,13 @@ and the answer; the child holds its own copy of the arguments and its working me
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import pickle
 import subprocess
 import sys
+import tempfile
 from typing import Any, Callable, Tuple
 
 log = logging.getLogger("gluon_tb")
@@ -101,25 +103,45 @@ def build_in_child(module: str, function: str, args: Tuple[Any, ...]) -> bytes:
         raise ChildFailed(f"no Python executable to start (sys.executable={exe!r})")
     request = (pickle.dumps((_package_root(module), module, function))
                + pickle.dumps(args, protocol=pickle.HIGHEST_PROTOCOL))
-    try:
-        proc = subprocess.Popen([exe, "-c", _CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, close_fds=True)
-    except OSError as e:
-        raise ChildFailed(f"could not start {exe}: {e}") from e
-    try:
-        out, err = proc.communicate(request)
-    except BaseException:
-        proc.kill()
-        proc.wait()
-        raise
-    del request
+    with tempfile.TemporaryFile() as err:  # a file, not a pipe: the child never blocks on it
+        try:
+            proc = subprocess.Popen([exe, "-c", _CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=err, close_fds=True)
+        except OSError as e:
+            raise ChildFailed(f"could not start {exe}: {e}") from e
+        try:
+            out = _exchange(proc, request)
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+        del request
+        err.seek(max(err.seek(0, os.SEEK_END) - 2000, 0))
+        err_tail = err.read()
     if proc.returncode == 0 and out[:1] == _OK:
         return out[1:]
     if proc.returncode == 0 and out[:1] == _INPUT_ERROR:
         kind, message = pickle.loads(out[1:])
         raise (TypeError if kind == "TypeError" else ValueError)(message)
-    tail = err.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
+    tail = err_tail.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
     raise ChildFailed(f"child exited with status {proc.returncode}: {tail[0]}")
+
+
+def _exchange(proc: "subprocess.Popen[bytes]", request: bytes) -> bytes:
+    """Send ``request``, then read the whole answer: two blocking calls that hold no GIL
+    while they wait (``communicate()`` would loop in Python, in 4 KiB writes). The child
+    reads all its input before it writes, so the two cannot block each other."""
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        proc.stdin.write(request)
+        proc.stdin.close()
+    except BrokenPipeError:  # the child is gone: its status says why
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
+    out = proc.stdout.read()
+    proc.stdout.close()
+    proc.wait()
+    return out
 
 
 def run_builder(fn: Callable[..., bytes], *args: Any) -> bytes:
