@@ -7,6 +7,8 @@ share (construction, scalars, flush/close/reopen) is :class:`~._writer_base.Writ
 """
 from __future__ import annotations
 
+import logging
+import os
 import time
 from typing import Any, Mapping, Optional, Sequence, Union
 
@@ -14,10 +16,12 @@ import numpy as np
 
 from ._common.checks import Number, check_bool, check_tag
 from ._format import proto as _proto
+from ._io.child import run_builder
 from ._io.items import Action, payload_nbytes
 from ._writer_base import WriterBase
 
 _time = time.time
+_log = logging.getLogger("gluon_tb")
 
 
 class SummaryWriter(WriterBase):
@@ -204,7 +208,7 @@ class SummaryWriter(WriterBase):
         wall = _time()
 
         def write(sink: Any) -> None:
-            sink.write_event(_proto.event(wall, 0, graph_def=build_graph(payload)))
+            sink.write_event(_proto.event(wall, 0, graph_def=run_builder(build_graph, payload)))
 
         self._p.put(Action(write, 0))
 
@@ -224,20 +228,40 @@ class SummaryWriter(WriterBase):
 
     def add_profile(self, trace: Any, session: Optional[str] = None, host: Optional[str] = None) -> str:
         """A profiler timeline for TensorBoard's Profile dashboard: MXNet's Chrome trace (the
-        path of the JSON file ``mx.profiler.dump()`` wrote, its dict or its event list; a path is
-        read now) as ``plugins/profile/<session>/<host>.xplane.pb`` of this run (see
-        ``_summaries/profile.py``). ``session``: default the local time, ``2026_11_24_02_30_00``;
-        ``host``: default the host name. Returns the file's path relative to the run."""
-        from ._summaries.profile import profile_path, trace_events, xspace_from_trace
+        path of the JSON file ``mx.profiler.dump()`` wrote, its dict or its event list) as
+        ``plugins/profile/<session>/<host>.xplane.pb`` of this run (see ``_summaries/profile.py``).
+        ``session``: default the local time, ``2026_11_24_02_30_00``; ``host``: default the host
+        name. Returns the file's path relative to the run.
+
+        A path is the fast way: this call only reads the file's bytes (it may be deleted
+        next), and a child process parses and converts them (``_io/child.py``), off this
+        process's GIL. A file that is not UTF-8 JSON text raises a TypeError here; one found
+        bad only when parsed is reported by a warning of the ``gluon_tb`` logger, and no
+        profile is written. A dict or list is converted on the writer thread.
+        """
+        from ._summaries.profile import profile_path, read_trace_file, trace_events, xspace_from_trace
+        from ._summaries.profile import xspace_from_trace_bytes
 
         self._check()
-        events = trace_events(trace)
+        if isinstance(trace, (str, os.PathLike)):
+            data = read_trace_file(trace)
+            events = None
+        else:
+            events = trace_events(trace)
         rel, host = profile_path(session, host)
 
         def write(sink: Any) -> None:
-            sink.write_file(rel, xspace_from_trace(events, host)[0])
+            if events is not None:
+                sink.write_file(rel, xspace_from_trace(events, host)[0])
+                return
+            try:
+                xspace = run_builder(xspace_from_trace_bytes, data, host)
+            except (TypeError, ValueError) as e:
+                _log.warning("gluon_tb: add_profile(%r): no profile written: %s", trace, e)
+                return
+            sink.write_file(rel, xspace)
 
-        self._p.put(Action(write, 0))
+        self._p.put(Action(write, len(data) if events is None else 0))
         return rel
 
     def add_hparams(self, hparam_dict: Mapping[str, Any], metric_dict: Mapping[str, Number],

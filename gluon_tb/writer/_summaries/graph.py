@@ -2,8 +2,13 @@
 
 ``capture_graph(net)`` runs on the caller's thread and does every MXNet call
 (the symbol's JSON, shape inference, the block tree's prefixes); the payload it
-returns is plain Python. ``build_graph(payload)`` runs on the worker and encodes
-the ``GraphDef`` with :mod:`.._format.proto`; the writer wraps it in an ``Event``.
+returns is plain Python. ``build_graph(payload)`` encodes the ``GraphDef`` with
+:mod:`.._format.proto` (the symbol's JSON parsed, the scoped names, the nodes: 35-55 ms of
+pure Python for a ResNet-50); the writer thread runs it in a child process
+(``_io/child.py``), so it holds no GIL of the training process, and wraps the bytes in
+an ``Event``. Memory: the payload (the symbol's JSON and the shapes: about 1 MB for a
+ResNet-50) until the child answers, its pickled copy, and the child's own working memory
+until it exits. Without a child it runs on the writer thread: the same bytes.
 
 Node names become TensorBoard name scopes that follow the model's structure
 (:mod:`.graph_scopes` states the rule): a Gluon block's by its block tree
