@@ -32,8 +32,8 @@ def child_calls(monkeypatch):
     calls = []
     real = child.build_in_child
 
-    def spy(module, function, args):
-        out = real(module, function, args)
+    def spy(module, function, args, *rest):
+        out = real(module, function, args, *rest)
         calls.append((module, function))
         return out
 
@@ -144,14 +144,14 @@ def test_a_file_found_bad_in_the_child_is_a_warning(tmp_path, caplog, content, w
     assert why in warning
 
 
-def test_the_child_imports_only_this_copy_of_the_builder_at_nice_19(tmp_path, monkeypatch):
+def test_the_child_imports_only_this_copy_of_the_builder_at_the_nice_given(tmp_path, monkeypatch):
     """What the child process has loaded when the builder has run (reported through its exit)."""
     monkeypatch.setattr(child, "_CHILD", child._CHILD + (
         "\nimport json\nm = sys.modules\nraise SystemExit(json.dumps({'file': m[module].__file__, "
         "'nice': os.getpriority(os.PRIO_PROCESS, 0), 'loaded': sorted(n for n in m if n.startswith("
         "('gluon_tb', 'mxnet')))}))"))
     with pytest.raises(child.ChildFailed) as e:
-        child.build_in_child(PROFILE, "xspace_from_trace_bytes", (b"[]", "h"))
+        child.build_in_child(PROFILE, "xspace_from_trace_bytes", (b"[]", "h"), 19)
     report = json.loads(str(e.value).split(": ", 1)[1])
     assert report["file"] == profile_mod.__file__
     assert os.path.dirname(gluon_tb.__file__) in report["file"]
@@ -160,6 +160,55 @@ def test_the_child_imports_only_this_copy_of_the_builder_at_nice_19(tmp_path, mo
                                      "gluon_tb.writer._common", "gluon_tb.writer._common.checks",
                                      "gluon_tb.writer._common.arrays", "gluon_tb.writer._common.profile_steps",
                                      "gluon_tb.writer._format", "gluon_tb.writer._format.wire"}
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a nice value is per thread on Linux only")
+def test_the_writer_starts_its_child_at_worker_nice_and_at_normal_priority_on_a_saturated_cpu(
+        tmp_path, monkeypatch):
+    from gluon_tb.writer._common import threads
+
+    monkeypatch.setattr(threads, "_saturated_until", 0.0)
+    nices = []
+    real = child.build_in_child
+
+    def spy(module, function, args, nice=0, timeout=None):
+        nices.append((nice, timeout))
+        return real(module, function, args, nice, timeout)
+
+    monkeypatch.setattr(child, "build_in_child", spy)
+    trace = tmp_path / "trace.json"
+    trace.write_text(json.dumps({"traceEvents": [{"name": "op", "ph": "X", "ts": 0, "dur": 5, "pid": 0, "tid": 0}]}))
+    with SummaryWriter(str(tmp_path / "a"), worker_nice=7) as w:
+        w.add_profile(str(trace), session="s1", host="h")
+        w.flush()
+        threads.cpu_saturated()  # a low-priority kernel found no idle CPU
+        w.add_profile(str(trace), session="s2", host="h")
+    with SummaryWriter(str(tmp_path / "b"), worker_nice=None) as w:
+        w.add_profile(str(trace), session="s3", host="h")
+    assert nices == [(7, child.STARVED_AFTER), (0, None), (0, None)]
+    want = xspace_from_trace(str(trace), "h")[0]
+    for run, session in (("a", "s1"), ("a", "s2"), ("b", "s3")):
+        assert (tmp_path / run / "plugins" / "profile" / session / "h.xplane.pb").read_bytes() == want
+
+
+def test_a_starved_low_priority_child_is_killed_and_its_work_done_at_normal_priority(tmp_path, monkeypatch, caplog):
+    """A nice-19 child on a CPU that other work keeps busy would keep the writer (and its files)
+    waiting: after STARVED_AFTER it is killed, the CPU noted as saturated, and a child at normal
+    priority does the work: the same bytes."""
+    from gluon_tb.writer._common import threads
+
+    monkeypatch.setattr(threads, "_saturated_until", 0.0)
+    monkeypatch.setattr(child, "STARVED_AFTER", 0.0)  # every low-priority child is too late
+    caplog.set_level(logging.DEBUG, logger="gluon_tb")
+    trace = tmp_path / "trace.json"
+    trace.write_text(json.dumps({"traceEvents": [{"name": "op", "ph": "X", "ts": 0, "dur": 5, "pid": 0, "tid": 0}]}))
+    with SummaryWriter(str(tmp_path / "run"), worker_nice=19) as w:
+        w.add_profile(str(trace), session="s", host="h")
+    got = (tmp_path / "run" / "plugins" / "profile" / "s" / "h.xplane.pb").read_bytes()
+    assert got == xspace_from_trace(str(trace), "h")[0]
+    assert any("no answer after 0.0 s at nice 19; again at normal priority" in r.getMessage() for r in caplog.records)
+    assert not any("in this thread" in r.getMessage() for r in caplog.records)
+    assert threads._saturated_until > 0
 
 
 # ---------------------------------------------------------------- graphs

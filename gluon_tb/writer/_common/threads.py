@@ -30,7 +30,7 @@ import threading
 import time
 from typing import Optional
 
-__all__ = ["BACKGROUND_NICE", "niced_kernels", "kernel_nice", "kernel_took", "KERNEL_MIN_VALUES"]
+__all__ = ["BACKGROUND_NICE", "niced_kernels", "kernel_nice", "kernel_took", "cpu_saturated", "KERNEL_MIN_VALUES"]
 
 #: the nice value of the background kernels (measured in benchmarks/RESULTS-notes.md: on a CPU that
 #: MXNet's operators keep busy, nice 15-19 keeps the writer's work out of the training loop's way)
@@ -68,6 +68,11 @@ def kernel_nice() -> int:
 def kernel_took(seconds: float, values: int) -> None:
     """Report that a low-priority kernel over ``values`` values took ``seconds``: far more than
     its work needs (about 1 ns a value) means that the CPU has no idle time to give it."""
-    global _saturated_until
     if seconds > SATURATED_AFTER + values * 1e-8:
-        _saturated_until = time.monotonic() + SATURATED_FOR
+        cpu_saturated()
+
+
+def cpu_saturated() -> None:
+    """Low-priority work found no idle CPU: :func:`kernel_nice` says 0 for ``SATURATED_FOR`` s."""
+    global _saturated_until
+    _saturated_until = time.monotonic() + SATURATED_FOR

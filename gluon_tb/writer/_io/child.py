@@ -13,7 +13,8 @@ it with ``vfork()`` and ``exec``, which run no ``pthread_atfork`` handlers. MXNe
 handlers stop its engine on ``fork()``, waiting for every queued operator; verified
 with MXNet 1.9.1 (``strace -f`` shows ``vfork()``; with 20 s of matrix products queued,
 ``subprocess.run`` returned in 0.15 s and ``os.fork()`` + exit in 21.8 s). The child
-lowers its own priority to nice 19 first, so it takes the CPU that training leaves idle,
+lowers its own priority to the writer's ``worker_nice`` first (19 by default; normal priority
+while the CPU is saturated, see ``_common/threads.py``), so it takes the CPU that training leaves idle,
 and imports only the builder's module: its ancestor packages are registered bare (no
 ``__init__`` run), since ``gluon_tb/__init__.py`` imports the whole writer. It starts in
 about 0.25 s (numpy is most of it), does not import MXNet, and exits when done.
@@ -32,9 +33,10 @@ import error, killed, a nonzero exit without an answer), :func:`run_builder` log
 and runs the builder in this thread: the same bytes, only not off the GIL.
 
 Time: the child's start (about 0.25 s) is added to the writer thread's time for the
-item; meanwhile the writer writes nothing else, as when the item was built in the thread
-(and, like the nice-19 writer thread, a nice-19 child on a CPU that other work keeps busy
-is slow). Memory: the parent holds ``args``, their pickle (twice their size at most,
+item; meanwhile the writer writes nothing else, as when the item was built in the thread.
+A nice-19 child on a CPU that other work keeps busy gets about 1% of a core: one that has not
+answered after :data:`STARVED_AFTER` s is killed and the work started again at normal
+priority, so the writer waits at most that much longer. Memory: the parent holds ``args``, their pickle (twice their size at most,
 freed once sent) and the answer; the child holds its own copy of the arguments and its
 working memory (for a profile, the parsed JSON: roughly 10x the file) until it exits.
 """
@@ -44,10 +46,14 @@ import contextlib
 import logging
 import os
 import pickle
+import signal
 import subprocess
 import sys
 import tempfile
-from typing import Any, Callable, Tuple
+import threading
+from typing import Any, Callable, Optional, Tuple
+
+from .._common.threads import cpu_saturated, kernel_nice
 
 log = logging.getLogger("gluon_tb")
 
@@ -59,7 +65,8 @@ _OK, _INPUT_ERROR = b"\x00", b"\x01"
 _CHILD = r"""
 import os, pickle, sys, types
 try:
-    os.setpriority(os.PRIO_PROCESS, 0, 19)
+    if int(sys.argv[1]):
+        os.setpriority(os.PRIO_PROCESS, 0, int(sys.argv[1]))
 except (AttributeError, OSError):
     pass
 stdin = sys.stdin.buffer
@@ -92,6 +99,15 @@ class ChildFailed(RuntimeError):
     """The child did not answer: it could not be started, or it failed for a reason of its own."""
 
 
+class ChildStarved(ChildFailed):
+    """A low-priority child did not answer within its time: the CPU has no idle time for it."""
+
+
+#: a low-priority child that has not answered after this many seconds is killed and started
+#: again at normal priority (the writer waits for it, holding its files: flush_secs)
+STARVED_AFTER = 5.0
+
+
 def _package_root(module: str) -> str:
     """The directory that holds ``module``'s top-level package (what goes first on ``sys.path``)."""
     path = os.path.abspath(sys.modules[module].__file__ or "")
@@ -100,11 +116,14 @@ def _package_root(module: str) -> str:
     return path
 
 
-def build_in_child(module: str, function: str, args: Tuple[Any, ...]) -> bytes:
-    """``module.function(*args)`` (which returns bytes) computed in a fresh child process.
+def build_in_child(module: str, function: str, args: Tuple[Any, ...], nice: int = 0,
+                   timeout: Optional[float] = None) -> bytes:
+    """``module.function(*args)`` (which returns bytes) computed in a fresh child process at
+    ``nice`` (0: this process's priority), killed after ``timeout`` seconds.
 
     Raises the builder's own ``TypeError``/``ValueError`` (same type, same message) when
-    it rejects the input, and :class:`ChildFailed` when the child gave no answer."""
+    it rejects the input, :class:`ChildStarved` when it ran out of time and
+    :class:`ChildFailed` when the child gave no answer otherwise."""
     exe = sys.executable
     if not exe or not os.path.isfile(exe):
         raise ChildFailed(f"no Python executable to start (sys.executable={exe!r})")
@@ -112,16 +131,23 @@ def build_in_child(module: str, function: str, args: Tuple[Any, ...]) -> bytes:
                + pickle.dumps(args, protocol=pickle.HIGHEST_PROTOCOL))
     with tempfile.TemporaryFile() as err:  # a file, not a pipe: the child never blocks on it
         try:
-            proc = subprocess.Popen([exe, "-c", _CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    stderr=err, close_fds=True)
+            proc = subprocess.Popen([exe, "-c", _CHILD, str(nice)], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=err, close_fds=True)
         except OSError as e:
             raise ChildFailed(f"could not start {exe}: {e}") from e
+        watchdog = threading.Timer(timeout, proc.kill) if timeout is not None else None
+        if watchdog is not None:
+            watchdog.daemon = True
+            watchdog.start()
         try:
             out = _exchange(proc, request)
         except BaseException:
             proc.kill()
             proc.wait()
             raise
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
         del request
         err.seek(max(err.seek(0, os.SEEK_END) - 2000, 0))
         err_tail = err.read()
@@ -130,6 +156,8 @@ def build_in_child(module: str, function: str, args: Tuple[Any, ...]) -> bytes:
     if proc.returncode == 0 and out[:1] == _INPUT_ERROR:
         kind, message = pickle.loads(out[1:])
         raise (TypeError if kind == "TypeError" else ValueError)(message)
+    if watchdog is not None and watchdog.finished.is_set() and proc.returncode == -signal.SIGKILL:
+        raise ChildStarved(f"no answer after {timeout} s at nice {nice}")
     tail = err_tail.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
     raise ChildFailed(f"child exited with status {proc.returncode}: {tail[0]}")
 
@@ -153,9 +181,21 @@ def _exchange(proc: "subprocess.Popen[bytes]", request: bytes) -> bytes:
 
 def run_builder(fn: Callable[..., bytes], *args: Any) -> bytes:
     """``fn(*args)`` computed in a child process (:func:`build_in_child`), or in this thread if
-    the child gives no answer (logged at debug). Bad input raises the same error either way."""
+    the child gives no answer (logged at debug). Bad input raises the same error either way.
+
+    The child runs at the calling thread's kernel priority (``_common/threads.kernel_nice``:
+    the writer's ``worker_nice``, or 0 while the CPU is saturated). One at a low priority that
+    has not answered after :data:`STARVED_AFTER` s is killed, the CPU noted as saturated, and
+    the work done again by a child at normal priority."""
+    nice = kernel_nice()
     try:
-        return build_in_child(fn.__module__, fn.__name__, args)
+        try:
+            return build_in_child(fn.__module__, fn.__name__, args, nice,
+                                  STARVED_AFTER if nice else None)
+        except ChildStarved as e:
+            log.debug("gluon_tb: %s.%s: %s; again at normal priority", fn.__module__, fn.__name__, e)
+            cpu_saturated()
+            return build_in_child(fn.__module__, fn.__name__, args)
     except ChildFailed as e:
         log.debug("gluon_tb: %s.%s in this thread: %s", fn.__module__, fn.__name__, e)
     return fn(*args)
