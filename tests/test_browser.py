@@ -38,6 +38,7 @@ LAYERS = ["conv0", "pool0", "conv1", "pool1", "flatten0", "dense0", "dense1"]  #
 EMBEDDED = 200  # digits in the projector
 EPOCHS = 2
 WORDS = 500  # word vectors in the projector
+SAMPLES = 150  # held-out digits embedded by the handler's embeddings= option
 
 
 def _missing_browser() -> str:
@@ -152,6 +153,40 @@ def word_tb(tmp_path_factory):
     d = str(tmp_path_factory.mktemp("word_logs"))
     proc = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "word_embeddings_gluonnlp.py"),
                            "--logdir", d, "--epochs", "2", "--words", str(WORDS)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    with tensorboard(d, timeout=60) as server:
+        yield server
+
+
+# a fit of the example's net with the handler's embeddings= option (1 epoch)
+EMBEDDINGS_FIT = """
+import sys, warnings
+sys.path.insert(0, sys.argv[2])
+import mxnet as mx
+from mxnet import gluon
+from mxnet.gluon.contrib.estimator import Estimator
+from estimator_digits import build_net, loaders
+from gluon_tb.handlers import Embeddings, TensorBoardHandler
+mx.random.seed(0)
+train, val = loaders(64)
+net = build_net()
+net.initialize(mx.init.Xavier())
+net.hybridize()
+est = Estimator(net, gluon.loss.SoftmaxCrossEntropyLoss(), context=mx.cpu(),
+                trainer=gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.05}))
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", UserWarning)
+    est.fit(train, val_data=val, epochs=1, event_handlers=[
+        TensorBoardHandler(sys.argv[1], embeddings=Embeddings(samples=int(sys.argv[3])))])
+"""
+
+
+@pytest.fixture(scope="module")
+def embeddings_tb(tmp_path_factory):
+    """A TensorBoard over a fit with ``embeddings=Embeddings(samples=SAMPLES)``."""
+    d = str(tmp_path_factory.mktemp("embeddings_logs"))
+    proc = subprocess.run([sys.executable, "-c", EMBEDDINGS_FIT, d, os.path.join(ROOT, "examples"), str(SAMPLES)],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     with tensorboard(d, timeout=60) as server:
@@ -303,6 +338,30 @@ def test_audio_and_pr_curves_show_our_data(page, tb, shots):
     card = dash.locator("tf-pr-curve-card").filter(has=page.get_by_text("is_zero", exact=True))
     expect(card.locator("path.line").first).to_be_attached()
     _assert_clean(dash, page)
+
+
+def test_projector_shows_the_handlers_embeddings_with_true_and_predicted_labels(browser, embeddings_tb, shots):
+    """``embeddings=Embeddings(samples=SAMPLES)``: the classifier's input (the 64-unit layer) of
+    SAMPLES held-out digits, with the columns ``label`` and ``predicted`` and thumbnails."""
+    _projector_active(embeddings_tb)
+    with _new_page(browser, embeddings_tb) as page:
+        frame = page.frame_locator("iframe").frame_locator("iframe")  # plugin entry, then the projector
+        with _screenshot(page, shots, "embeddings.png"):
+            with page.expect_response(lambda r: "/projector/metadata?" in r.url) as meta:
+                with page.expect_response(lambda r: "/projector/sprite_image?" in r.url) as sprite:
+                    _open(page, embeddings_tb, "projector")
+            rows = meta.value.body().decode("utf-8").splitlines()
+            assert rows[0].split("\t") == ["label", "predicted"] and len(rows) == SAMPLES + 1
+            assert {r.split("\t")[0] for r in rows[1:]} <= {str(k) for k in range(10)}
+            assert sprite.value.status == 200 and sprite.value.body()[:8] == b"\x89PNG\r\n\x1a\n"
+            expect(frame.get_by_text(re.compile(r"Points: \d+"))).to_have_text(f"Points: {SAMPLES}")
+            expect(frame.get_by_text(re.compile(r"Dimension: \d+"))).to_have_text("Dimension: 64")
+            # "Color by" offers both columns: the metadata was parsed with its header
+            expect(frame.get_by_text(re.compile(r"^\s*label\s+\d+\s+colors\s*$")).first).to_be_attached()
+            expect(frame.get_by_text(re.compile(r"^\s*predicted\s+\d+\s+colors\s*$")).first).to_be_attached()
+            shown = frame.get_by_text(ERROR_TEXT).filter(visible=True).all_inner_texts()
+            assert shown == [], f"error text in the projector: {shown}"
+            assert page.problems.seen == []
 
 
 def test_projector_shows_word_vectors_labelled_with_their_words(browser, word_tb, shots):
