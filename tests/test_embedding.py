@@ -295,3 +295,53 @@ def test_numpy_inputs_are_copied(tmp_path):
 def test_errors_name_the_argument(tmp_path, kwargs, exc, word):
     with SummaryWriter(str(tmp_path)) as w, pytest.raises(exc, match=word):
         w.add_embedding("e", **kwargs)
+
+
+# ------------------------------------------------------------ metadata.tsv: the fast path's bytes
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from gluon_tb.writer._summaries import projector_files  # noqa: E402
+
+_CELL = st.one_of(st.text(alphabet=st.sampled_from(list("ab \t\n\r\ufeff\x1c\u2028é")), max_size=4),
+                  st.sampled_from(["", "xyz", "word7"]),
+                  st.integers(-3, 3), st.floats(allow_nan=True, allow_infinity=True), st.booleans(), st.none(),
+                  st.binary(max_size=3))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 3).flatmap(lambda k: st.lists(st.lists(_CELL, min_size=k, max_size=k), max_size=6)),
+       st.booleans())
+def test_metadata_fast_path_writes_the_row_by_row_bytes(rows, with_header):
+    """Labels of common kinds (str, int, float, bool; no tab, newline or blank row) are joined in
+    a few C-level passes; every input gives the bytes the row by row loop gives."""
+    k = len(rows[0]) if rows else 1
+    cols = [[r[i] for r in rows] for i in range(k)]
+    header = [f"c{i}" for i in range(k)] if with_header or k > 1 else None
+    fast = projector_files.metadata_tsv(cols, header)
+    real = projector_files._plain_rows
+    try:
+        projector_files._plain_rows = lambda cols: None
+        slow = projector_files.metadata_tsv(cols, header)
+    finally:
+        projector_files._plain_rows = real
+    assert fast == slow
+
+
+def test_metadata_fast_path_is_taken_for_plain_labels():
+    words = [f"word{i}" for i in range(5000)]
+    assert projector_files._plain_rows([words]) == "\n".join(words)
+    assert projector_files._plain_rows([words, list(range(5000))]).split("\n")[7] == "word7\t7"
+    assert projector_files._plain_rows([["a", " "]]) is None  # a blank row: the loop's <empty>
+    assert projector_files._plain_rows([["a\tb"]]) is None  # a tab to escape
+    assert projector_files.metadata_tsv([["a", " "]], None) == f"a\n{EMPTY_LABEL}\n".encode()
+
+
+def test_tensor_bytes_that_read_as_utf8_are_written_as_text():
+    """The projector reads a tensor file as TSV when it decodes as UTF-8: checked a chunk at a time."""
+    zeros = np.zeros((3, 2), np.float32)  # all zero bytes: valid UTF-8
+    assert projector_files.tensor_file(zeros)[0] == projector_files.TENSORS_TSV
+    rnd = np.random.default_rng(0).standard_normal((5000, 300)).astype(np.float32)
+    assert projector_files.tensor_file(rnd) == (projector_files.TENSORS_BINARY, rnd.tobytes())
+    assert projector_files._is_utf8("é".encode() * 40000, chunk=7)  # a character across chunks
+    assert not projector_files._is_utf8(b"a" * 100 + b"\xc3", chunk=7)  # cut short at the end

@@ -21,6 +21,7 @@ would be blank gets ``<empty>`` in its first cell.
 """
 from __future__ import annotations
 
+import codecs
 import hashlib
 import math
 import re
@@ -80,10 +81,16 @@ def _cell(v: Any) -> str:
     return str(v)
 
 
+_BLANK_LINE = re.compile(r"^[\s\ufeff]*$", re.MULTILINE)  # what str.strip() would leave empty
+
+
 def metadata_tsv(columns: List[Any], header: Optional[List[str]]) -> bytes:
     cols = [to_numpy(c, "labels").tolist() if is_ndarray(c) or isinstance(c, np.ndarray) else c
             for c in columns]
     lines = [] if header is None else ["\t".join(header)]
+    body = _plain_rows(cols)
+    if body is not None:
+        return ("\n".join(lines + [body]) + "\n").encode("utf-8", "surrogatepass")
     for row in zip(*cols):
         cells = [escape(_cell(v)) for v in row]
         line = "\t".join(cells)
@@ -93,17 +100,52 @@ def metadata_tsv(columns: List[Any], header: Optional[List[str]]) -> bytes:
     return ("\n".join(lines) + "\n").encode("utf-8", "surrogatepass")
 
 
+def _plain_rows(cols: List[Any]) -> Optional[str]:
+    """The rows of the common case in a few C-level passes (5000 labels: ~1 ms instead of ~10 ms
+    of the writer's time, holding the GIL): every cell a str, int, float or bool, none holding a
+    tab, newline or carriage return, no row blank. None otherwise (the row by row loop above)."""
+    text_cols = []
+    for col in cols:
+        kinds = set(map(type, col))
+        if kinds <= {str}:
+            cells = col if isinstance(col, list) else list(col)
+        elif kinds <= {int, float, bool}:
+            cells = list(map(str, col))
+        else:
+            return None
+        joined = "".join(cells)
+        if "\t" in joined or "\n" in joined or "\r" in joined:
+            return None
+        text_cols.append(cells)
+    n = min(map(len, text_cols), default=0)  # zip's rule: the shortest column
+    body = ("\n".join(text_cols[0][:n]) if len(text_cols) == 1
+            else "\n".join(map("\t".join, zip(*text_cols))))
+    if n == 0 or _BLANK_LINE.search(body):
+        return None
+    return body
+
+
 TENSORS_BINARY, TENSORS_TSV = "tensors.bytes", "tensors.tsv"
 
 
 def tensor_file(matrix: np.ndarray) -> Tuple[str, bytes]:
     """``(file name, contents)`` of an N×D matrix: raw float32 unless those bytes read as UTF-8 text."""
     raw = np.ascontiguousarray(matrix, dtype="<f4").tobytes()
+    return (TENSORS_TSV, tensors_tsv(matrix)) if _is_utf8(raw) else (TENSORS_BINARY, raw)
+
+
+def _is_utf8(raw: bytes, chunk: int = 1 << 16) -> bool:
+    """Whether ``raw`` decodes as UTF-8, looked at a chunk at a time: a failed decode copies what
+    it was given into its exception (2.4 ms for 6 MB), and float bytes nearly always fail at once."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    view = memoryview(raw)
     try:
-        raw.decode("utf-8")  # stops at the first byte that is not UTF-8: nearly always at once
+        for start in range(0, len(raw), chunk):
+            decoder.decode(view[start:start + chunk])
+        decoder.decode(b"", final=True)
     except UnicodeDecodeError:
-        return TENSORS_BINARY, raw
-    return TENSORS_TSV, tensors_tsv(matrix)
+        return False
+    return True
 
 
 def tensors_tsv(matrix: np.ndarray) -> bytes:
