@@ -138,3 +138,54 @@ def test_ndarray_inputs_and_worker_side_checks(tmp_path):
         w.add_pr_curve("bad", mx.nd.array([1, 0]), mx.nd.array([0.5, 2.0]), 5)  # checked by the writer thread
         with pytest.raises(ValueError, match="predictions must be in"):
             w.flush()
+
+
+# ------------------------------------------------------------ the C kernel against numpy
+from gluon_tb.writer._summaries import pr_curve as pr_mod  # noqa: E402
+
+needs_kernel = pytest.mark.skipif(pr_mod._fast is None, reason="the C kernel is not built")
+
+
+@needs_kernel
+@pytest.mark.parametrize("label_dtype", [bool, np.int8, np.uint8, np.int32, np.int64, np.uint64, np.float32,
+                                         np.float64])
+@pytest.mark.parametrize("pred_dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("weights", [None, 0.25, "array"])
+def test_the_kernel_counts_what_numpy_counts(label_dtype, pred_dtype, weights):
+    rng = np.random.default_rng(7)
+    n = 5000
+    labels = (rng.random(n) < 0.4).astype(label_dtype)
+    preds = rng.random(n).astype(pred_dtype)
+    w = rng.random(n).astype(np.float32) if weights == "array" else weights
+    for k in (2, 50, 127, 200):
+        # the thresholds themselves, where rounding decides the bucket (in the predictions' dtype)
+        preds[:k] = np.arange(k, dtype=pred_dtype) / pred_dtype(k - 1)
+        fast = pr_mod._fast_buckets(labels, preds, k, w)
+        assert fast is not None
+        np.testing.assert_array_equal(pr_mod._curves(*fast), pr_mod.pr_curve_data(labels, preds, k, w))
+        np.testing.assert_array_equal(pr_mod._curves(*fast), tb_expected(labels, preds, k, w))
+
+
+@needs_kernel
+@pytest.mark.parametrize("labels,preds,message", [
+    ([1, 0, 1], np.array([0.5, 1.5, 2.0], np.float32), "predictions must be in [0, 1], got a value 1.5"),
+    ([1, 0, 1], np.array([0.5, np.nan, 0.1]), "predictions must be in [0, 1], got a value nan"),
+    ([1, 2, 3], np.array([0.5, 0.2, 0.1]), "labels must be bool or 0/1, got a value 2"),
+    (np.array([0.0, 0.5]), np.array([0.5, 0.2], np.float32), "labels must be bool or 0/1, got a value 0.5"),
+])
+def test_the_kernel_rejects_what_numpy_rejects_with_the_same_words(labels, preds, message):
+    labels = np.asarray(labels)
+    with pytest.raises(ValueError) as fast:
+        pr_mod._fast_buckets(labels, preds, 11, None)
+    with pytest.raises(ValueError) as slow:
+        pr_mod._check_predictions(preds)
+        pr_mod._check_labels(labels)
+    assert str(fast.value) == str(slow.value) == message
+
+
+def test_float16_predictions_are_counted_by_numpy(tmp_path):
+    """float16 arithmetic is numpy's own: the kernel leaves it alone, and the curve is TensorBoard's."""
+    rng = np.random.default_rng(3)
+    labels, preds = rng.random(500) < 0.5, rng.random(500).astype(np.float16)
+    assert pr_mod._fast_buckets(labels, preds, 21, None) is None
+    np.testing.assert_array_equal(logged(tmp_path, labels, preds, 21), tb_expected(labels, preds, 21))
