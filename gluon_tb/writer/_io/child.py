@@ -19,14 +19,17 @@ and imports only the builder's module: its ancestor packages are registered bare
 ``__init__`` run), since ``gluon_tb/__init__.py`` imports the whole writer. It starts in
 about 0.25 s (numpy is most of it), does not import MXNet, and exits when done.
 
-Protocol: the parent writes two pickles to the child's stdin, ``(package dir, module,
-function)`` and then ``args`` (read once the module is imported: they may hold its
-classes), and reads stdout to its end; the child reads all its input before it writes.
+Protocol: the child's stdin is an unlinked temporary file holding two pickles, ``(package
+dir, module, function)`` and then ``args`` (read once the module is imported: they may hold
+its classes); its stdout another, which the parent reads once the child has exited. Files,
+not pipes: a pipe moves 64 KiB at a time, and every chunk the waiting thread wrote or read
+took the GIL back from the training thread (each hand-over costs it a thread switch; with
+pipes a 1.4 MB trace cost the loop of ``benchmarks/bench_gil.py`` 50-250 ms).
 It answers with one tag byte, then ``bytes`` (``0``) or a pickled ``(exception type,
 message)`` (``1``) when the builder raised one of :data:`INPUT_ERRORS`: the input is bad,
 and the same error is raised here. The waiting thread holds the GIL only to pickle the
-arguments and start the child: 3-6 ms of its CPU for a 1.4 MB profile trace, against
-190 ms to convert it in the thread.
+arguments, write them, start the child and read the answer: 3-6 ms of its CPU for a 1.4 MB
+profile trace, against 190 ms to convert it in the thread.
 
 Failures. If the child cannot be started or fails otherwise (no ``sys.executable``, an
 import error, killed, a nonzero exit without an answer), :func:`run_builder` logs at debug
@@ -36,13 +39,13 @@ Time: the child's start (about 0.25 s) is added to the writer thread's time for 
 item; meanwhile the writer writes nothing else, as when the item was built in the thread.
 A nice-19 child on a CPU that other work keeps busy gets about 1% of a core: one that has not
 answered after :data:`STARVED_AFTER` s is killed and the work started again at normal
-priority, so the writer waits at most that much longer. Memory: the parent holds ``args``, their pickle (twice their size at most,
-freed once sent) and the answer; the child holds its own copy of the arguments and its
-working memory (for a profile, the parsed JSON: roughly 10x the file) until it exits.
+priority, so the writer waits at most that much longer. Memory: the parent holds ``args``,
+their pickle until it is written (in ``TMPDIR``, with the answer, until the child is done) and
+the answer; the child holds its own copy of the arguments and its working memory (for a
+profile, the parsed JSON: roughly 10x the file) until it exits.
 """
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import pickle
@@ -129,10 +132,16 @@ def build_in_child(module: str, function: str, args: Tuple[Any, ...], nice: int 
         raise ChildFailed(f"no Python executable to start (sys.executable={exe!r})")
     request = (pickle.dumps((_package_root(module), module, function))
                + pickle.dumps(args, protocol=pickle.HIGHEST_PROTOCOL))
-    with tempfile.TemporaryFile() as err:  # a file, not a pipe: the child never blocks on it
+    # files, not pipes: a pipe moves 64 KiB at a time, and each chunk took the GIL back from the
+    # training thread (a 1.4 MB trace: dozens of hand-overs); a file is written and read whole
+    with tempfile.TemporaryFile() as req, tempfile.TemporaryFile() as ans, tempfile.TemporaryFile() as err:
+        req.write(request)
+        del request
+        req.flush()
+        req.seek(0)
         try:
-            proc = subprocess.Popen([exe, "-c", _CHILD, str(nice)], stdin=subprocess.PIPE,
-                                    stdout=subprocess.PIPE, stderr=err, close_fds=True)
+            proc = subprocess.Popen([exe, "-c", _CHILD, str(nice)], stdin=req, stdout=ans, stderr=err,
+                                    close_fds=True)
         except OSError as e:
             raise ChildFailed(f"could not start {exe}: {e}") from e
         watchdog = threading.Timer(timeout, proc.kill) if timeout is not None else None
@@ -140,7 +149,7 @@ def build_in_child(module: str, function: str, args: Tuple[Any, ...], nice: int 
             watchdog.daemon = True
             watchdog.start()
         try:
-            out = _exchange(proc, request)
+            proc.wait()  # one blocking call, without the GIL
         except BaseException:
             proc.kill()
             proc.wait()
@@ -148,7 +157,8 @@ def build_in_child(module: str, function: str, args: Tuple[Any, ...], nice: int 
         finally:
             if watchdog is not None:
                 watchdog.cancel()
-        del request
+        ans.seek(0)
+        out = ans.read()
         err.seek(max(err.seek(0, os.SEEK_END) - 2000, 0))
         err_tail = err.read()
     if proc.returncode == 0 and out[:1] == _OK:
@@ -160,23 +170,6 @@ def build_in_child(module: str, function: str, args: Tuple[Any, ...], nice: int 
         raise ChildStarved(f"no answer after {timeout} s at nice {nice}")
     tail = err_tail.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
     raise ChildFailed(f"child exited with status {proc.returncode}: {tail[0]}")
-
-
-def _exchange(proc: "subprocess.Popen[bytes]", request: bytes) -> bytes:
-    """Send ``request``, then read the whole answer: two blocking calls that hold no GIL
-    while they wait (``communicate()`` would loop in Python, in 4 KiB writes). The child
-    reads all its input before it writes, so the two cannot block each other."""
-    assert proc.stdin is not None and proc.stdout is not None
-    try:
-        proc.stdin.write(request)
-        proc.stdin.close()
-    except BrokenPipeError:  # the child is gone: its status says why
-        with contextlib.suppress(OSError):
-            proc.stdin.close()
-    out = proc.stdout.read()
-    proc.stdout.close()
-    proc.wait()
-    return out
 
 
 def run_builder(fn: Callable[..., bytes], *args: Any) -> bytes:
