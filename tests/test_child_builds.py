@@ -17,6 +17,7 @@ from readback import event_files, multiplexer, raw_events, scalars
 import gluon_tb
 from gluon_tb import SummaryWriter
 from gluon_tb.handlers import TensorBoardHandler
+from gluon_tb.writer import _summary_writer
 from gluon_tb.writer._io import child
 from gluon_tb.writer._summaries import graph as graph_mod
 from gluon_tb.writer._summaries import profile as profile_mod
@@ -168,6 +169,7 @@ def test_the_writer_starts_its_child_at_worker_nice_and_at_normal_priority_on_a_
     from gluon_tb.writer._common import threads
 
     monkeypatch.setattr(threads, "_saturated_until", 0.0)
+    monkeypatch.setattr(_summary_writer, "PROFILE_CHILD_BYTES", 0)  # this small trace too
     nices = []
     real = child.build_in_child
 
@@ -199,6 +201,7 @@ def test_a_starved_low_priority_child_is_killed_and_its_work_done_at_normal_prio
 
     monkeypatch.setattr(threads, "_saturated_until", 0.0)
     monkeypatch.setattr(child, "STARVED_AFTER", 0.0)  # every low-priority child is too late
+    monkeypatch.setattr(_summary_writer, "PROFILE_CHILD_BYTES", 0)  # this small trace too
     caplog.set_level(logging.DEBUG, logger="gluon_tb")
     trace = tmp_path / "trace.json"
     trace.write_text(json.dumps({"traceEvents": [{"name": "op", "ph": "X", "ts": 0, "dur": 5, "pid": 0, "tid": 0}]}))
@@ -209,6 +212,29 @@ def test_a_starved_low_priority_child_is_killed_and_its_work_done_at_normal_prio
     assert any("no answer after 0.0 s at nice 19; again at normal priority" in r.getMessage() for r in caplog.records)
     assert not any("in this thread" in r.getMessage() for r in caplog.records)
     assert threads._saturated_until > 0
+
+
+def test_small_traces_and_graphs_are_converted_on_the_writer_thread(tmp_path, child_calls):
+    """A child costs ~0.3 s of CPU and delays what is queued behind it: a small payload (a few ms
+    of GIL on the writer thread) is converted there, to the same bytes."""
+    trace = tmp_path / "trace.json"
+    events = [{"name": f"op{i % 5}", "ph": "X", "ts": i * 10, "dur": 5, "pid": 0, "tid": 0} for i in range(100)]
+    trace.write_text(json.dumps({"traceEvents": events}))
+    assert trace.stat().st_size < _summary_writer.PROFILE_CHILD_BYTES
+    net = gluon.nn.HybridSequential()
+    net.add(gluon.nn.Dense(4), gluon.nn.Dense(2))
+    net.initialize()
+    net.hybridize()
+    net(mx.nd.ones((1, 3)))
+    payload = graph_mod.capture_graph(net)
+    assert len(payload.symbol_json) < _summary_writer.GRAPH_CHILD_BYTES
+    with SummaryWriter(str(tmp_path / "run")) as w:
+        w.add_profile(str(trace), session="s", host="h")
+        w.add_graph(net)
+    assert child_calls == []
+    got = (tmp_path / "run" / "plugins" / "profile" / "s" / "h.xplane.pb").read_bytes()
+    assert got == xspace_from_trace(str(trace), "h")[0]
+    assert graph_written(tmp_path / "run") == graph_mod.build_graph(payload)
 
 
 # ---------------------------------------------------------------- graphs

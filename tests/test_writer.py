@@ -355,6 +355,9 @@ def test_writer_thread_keeps_normal_priority_and_its_kernels_run_low(tmp_path, w
         w.flush()
         new = writer_threads() - before
         assert new and all(os.getpriority(os.PRIO_PROCESS, t) == mine for t in new)
+        # the writer thread does not preempt training's threads when it wakes (SCHED_BATCH)
+        policies = {t.name: os.sched_getscheduler(t.native_id) for t in threading.enumerate() if t.native_id in new}
+        assert policies["gluon_tb-writer"] == (os.SCHED_OTHER if worker_nice is None else os.SCHED_BATCH)
         assert os.getpriority(os.PRIO_PROCESS, 0) == mine
         w.close()
         before = writer_threads()

@@ -14,8 +14,10 @@ low-priority Python thread that only returns from a C call (re-taking the GIL) s
 that holds it. A Python thread at nice 19 that handed the histogram kernel to a second Python
 thread still left the loop stalls of 170 ms.
 
-So every thread that runs Python stays at the process's priority, and only the C kernels run at
-a low one, on a thread of their own that never touches the GIL: a kernel of
+So every thread that runs Python stays at the process's priority (the writer thread under
+``SCHED_BATCH``, :func:`batch_scheduling`: a fair share of the CPU, but no preempting MXNet's
+OpenMP threads when it wakes; under contention its stalls stayed at 15-20 ms), and only the C
+kernels run at a low one, on a thread of their own that never touches the GIL: a kernel of
 ``_summaries/_fasthist.c`` given ``nice`` runs its loop on a thread it creates for the call,
 which lowers its own priority first, while the calling thread waits with the GIL released.
 :func:`niced_kernels` sets that value for a thread's kernels (the writer thread sets it from
@@ -25,12 +27,13 @@ priority and 0.4 ms at nice 19 (``benchmarks/RESULTS-notes.md``).
 """
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
 from typing import Optional
 
-__all__ = ["BACKGROUND_NICE", "niced_kernels", "kernel_nice", "kernel_took", "cpu_saturated", "KERNEL_MIN_VALUES"]
+__all__ = ["batch_scheduling", "BACKGROUND_NICE", "niced_kernels", "kernel_nice", "kernel_took", "cpu_saturated", "KERNEL_MIN_VALUES"]
 
 #: the nice value of the background kernels (measured in benchmarks/RESULTS-notes.md: on a CPU that
 #: MXNet's operators keep busy, nice 15-19 keeps the writer's work out of the training loop's way)
@@ -41,6 +44,20 @@ KERNEL_MIN_VALUES = 1 << 16
 
 
 _local = threading.local()
+
+
+def batch_scheduling() -> bool:
+    """Put the calling thread under ``SCHED_BATCH`` (Linux): at its normal nice value it gets its
+    fair share of the CPU (so it never holds the GIL for long off the CPU), but waking, it does
+    not preempt the thread running on its core (an OpenMP thread of MXNet's, whose parallel
+    region would wait for it). True if done; a sandbox that forbids it leaves it as it was."""
+    if not hasattr(os, "sched_setscheduler") or not hasattr(os, "SCHED_BATCH"):
+        return False
+    try:
+        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+        return True
+    except OSError:
+        return False
 
 
 def niced_kernels(nice: Optional[int]) -> None:

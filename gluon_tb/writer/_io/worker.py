@@ -12,7 +12,8 @@ event; a stop marker by writing what came before, closing the files and putting
 back, untouched, whatever was queued after it (those came after ``close()`` and
 their producers refuse them).
 
-The worker runs at the process's priority, as every thread that takes the GIL must; only its
+The worker runs at the process's priority, as every thread that takes the GIL must (under
+``SCHED_BATCH``, so that waking it does not preempt MXNet's OpenMP threads); only its
 C kernels (the histogram counting) run at ``nice`` 19, on a thread of their own that never
 touches the GIL (``_common/threads.py`` has the measurements: a nice-19 writer thread holding
 the GIL on a CPU that MXNet keeps busy stalled the training thread for up to a second).
@@ -37,7 +38,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional
 
 from .._common.arrays import host_float
-from .._common.threads import niced_kernels
+from .._common.threads import batch_scheduling, niced_kernels
 from .._format import proto as _proto
 from .._format.record import frame_many
 from .event_file import EventFile
@@ -83,6 +84,8 @@ class Worker:
 
     def _run(self) -> None:
         niced_kernels(self.nice)  # this thread holds the GIL: it stays at normal priority
+        if self.nice:
+            batch_scheduling()  # but does not preempt training's threads when it wakes
         try:
             while True:
                 self._wake.wait(self.flush_secs / 2)
