@@ -179,6 +179,7 @@ RESUME = textwrap.dedent("""
     warnings.filterwarnings("ignore")
     import mxnet as mx
     from mxnet.gluon.contrib.estimator import CheckpointHandler
+    from mxnet.gluon.contrib.estimator.event_handler import BatchEnd
     import test_user_configs as t
     from gluon_tb.handlers import TensorBoardHandler
 
