@@ -4,9 +4,10 @@
 (the symbol's JSON, shape inference, the block tree's prefixes); the payload it
 returns is plain Python. ``build_graph(payload)`` encodes the ``GraphDef`` with
 :mod:`.._format.proto` (the symbol's JSON parsed, the scoped names, the nodes: 35-55 ms of
-pure Python for a ResNet-50); the writer thread runs it in a child process
-(``_io/child.py``), so it holds no GIL of the training process, and wraps the bytes in
-an ``Event``. Memory: the payload (the symbol's JSON and the shapes: about 1 MB for a
+pure Python for a ResNet-50); for a symbol JSON of 32 KiB or more (ResNet-18 and up) the
+writer thread runs it in a child process (``_io/child.py``), so it holds no GIL of the
+training process, and wraps the bytes in an ``Event`` (a smaller graph, a few ms, is encoded
+on the writer thread: a child costs ~0.3 s of CPU). Memory: the payload (the symbol's JSON and the shapes: about 1 MB for a
 ResNet-50) until the child answers, its pickled copy, and the child's own working memory
 until it exits. Without a child it runs on the writer thread: the same bytes.
 

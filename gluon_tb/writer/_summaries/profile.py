@@ -28,10 +28,11 @@ of ``mx.profiler.dump()`` into one, with pure functions of Python data:
 
 What runs where. ``add_profile(path)`` calls :func:`read_trace_file` on the caller's thread:
 it reads the file's bytes and looks at their first character, nothing more (about 2 ms for a
-20k-event, 1.4 MB trace; parsing it there cost 35-65 ms). The writer thread hands the bytes to
-a child process (``_io/child.py``) that runs :func:`xspace_from_trace_bytes`: the parsing and
-the conversion, about 190 ms of pure Python for that trace, hold no GIL of the training
-process. Memory: the file's bytes stay in the training process from the call until the child
+20k-event, 1.4 MB trace; parsing it there cost 35-65 ms). The writer thread hands the bytes of
+a trace of 64 KiB or more to a child process (``_io/child.py``) that runs
+:func:`xspace_from_trace_bytes`: the parsing and the conversion, about 190 ms of pure Python
+for that trace, hold no GIL of the training process (a smaller trace, a few ms, is converted
+on the writer thread: a child costs ~0.3 s of CPU). Memory: the file's bytes stay in the training process from the call until the child
 answers (they count against ``max_queue_bytes``), plus their copy sent to the child and the
 XSpace it returns; the child holds the parsed JSON (roughly 10 times the file) until it exits.
 A dict or an event list given to ``add_profile`` is already Python objects: sending them would
@@ -58,8 +59,8 @@ from .._common.checks import check_file_name, describe
 from .._common.profile_steps import STEP_DOMAIN, STEP_EVENT, WAIT_EVENT
 from .._format.wire import f_bytes, f_str, f_varint
 
-__all__ = ["trace_events", "read_trace_file", "xspace_from_trace_bytes", "trace_spans", "step_spans", "build_xspace", "xspace_from_trace", "PLANE_NAME",
-           "STEP_DOMAIN", "STEP_EVENT", "WAIT_EVENT"]
+__all__ = ["trace_events", "read_trace_file", "xspace_from_trace_bytes", "trace_spans", "step_spans",
+           "build_xspace", "xspace_from_trace", "PLANE_NAME", "STEP_DOMAIN", "STEP_EVENT", "WAIT_EVENT"]
 
 PLANE_NAME = "/host:CPU"
 
