@@ -152,7 +152,7 @@ def test_every_thread_that_takes_the_gil_keeps_the_process_priority(tmp_path):
     writer/_common/threads.py). Sampled at every batch of a fit with every option on."""
 
     mine = os.getpriority(os.PRIO_PROCESS, 0)
-    seen = {}
+    seen, policies = {}, {}
 
     class Sample(BatchEnd):
         def batch_end(self, estimator, *args, **kwargs):
@@ -160,6 +160,7 @@ def test_every_thread_that_takes_the_gil_keeps_the_process_priority(tmp_path):
                 if t.name.startswith("gluon_tb") and t.is_alive():
                     try:
                         seen[t.name] = max(seen.get(t.name, mine), os.getpriority(os.PRIO_PROCESS, t.native_id))
+                        policies.setdefault(t.name, set()).add(os.sched_getscheduler(t.native_id))
                     except OSError:  # ended meanwhile
                         pass
 
@@ -169,6 +170,8 @@ def test_every_thread_that_takes_the_gil_keeps_the_process_priority(tmp_path):
             event_handlers=[TensorBoardHandler(str(tmp_path), **ALL_ON), Sample()])
     assert {"gluon_tb-writer", "gluon_tb-grad-health"} <= set(seen), seen
     assert set(seen.values()) == {mine}, seen
+    # and waking, the two do not preempt MXNet's OpenMP threads
+    assert policies["gluon_tb-writer"] == policies["gluon_tb-grad-health"] == {os.SCHED_BATCH}, policies
     assert ("train_batch", "grad_norm/global") in readback.tags(str(tmp_path))
 
 

@@ -48,6 +48,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ..writer._common.checks import check_bool, describe
+from ..writer._common.threads import batch_scheduling
 from ..writer import SummaryWriter
 from ._checks import check_option, check_positive_int, check_positive_number
 from ._run_writers import TRAIN_BATCH, RunWriters, logger
@@ -229,7 +230,8 @@ class HealthMonitor:
 
         The helper runs at normal priority, as every thread that takes the GIL must: at nice 19,
         returning from ``asnumpy`` (re-taking the GIL) on a CPU that MXNet keeps busy, it made the
-        training thread wait for it in turn (``writer/_common/threads.py``)."""
+        training thread wait for it in turn (``writer/_common/threads.py``). Under ``SCHED_BATCH``,
+        as the writer thread: woken, it does not preempt MXNet's OpenMP threads."""
         if self._pending is None:
             return
         item, self._pending = self._pending, None
@@ -251,6 +253,7 @@ class HealthMonitor:
 
     @staticmethod
     def _read(todo: deque, ready: deque, wake: threading.Event, stopping: threading.Event) -> None:
+        batch_scheduling()
         while True:
             wake.wait()
             wake.clear()
