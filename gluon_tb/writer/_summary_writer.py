@@ -214,8 +214,8 @@ class SummaryWriter(WriterBase):
         wall = _time()
 
         def write(sink: Any) -> None:
-            big = len(payload.symbol_json) >= GRAPH_CHILD_BYTES
-            graph_def = run_builder(build_graph, payload) if big else build_graph(payload)
+            graph_def = run_builder(build_graph, payload, size=len(payload.symbol_json),
+                                    child_from=GRAPH_CHILD_BYTES)
             sink.write_event(_proto.event(wall, 0, graph_def=graph_def))
 
         self._p.put(Action(write, 0))
@@ -243,9 +243,10 @@ class SummaryWriter(WriterBase):
 
         A path is the fast way: this call only reads the file's bytes (it may be deleted
         next), and a child process parses and converts them (``_io/child.py``), off this
-        process's GIL (a file under 64 KiB is converted on the writer thread: ~8 ms). A file that is not UTF-8 JSON text raises a TypeError here; one found
-        bad only when parsed is reported by a warning of the ``gluon_tb`` logger, and no
-        profile is written. A dict or list is converted on the writer thread.
+        process's GIL (a file under 64 KiB is converted on the writer thread: ~8 ms). A file
+        that is not UTF-8 JSON text raises a TypeError here; one found bad only when parsed is
+        reported by a warning of the ``gluon_tb`` logger, and no profile is written. A dict or
+        list is converted on the writer thread.
         """
         from ._summaries.profile import profile_path, read_trace_file, trace_events, xspace_from_trace
         from ._summaries.profile import xspace_from_trace_bytes
@@ -263,10 +264,8 @@ class SummaryWriter(WriterBase):
                 sink.write_file(rel, xspace_from_trace(events, host)[0])
                 return
             try:
-                if len(data) >= PROFILE_CHILD_BYTES:
-                    xspace = run_builder(xspace_from_trace_bytes, data, host)
-                else:
-                    xspace = xspace_from_trace_bytes(data, host)
+                xspace = run_builder(xspace_from_trace_bytes, data, host, size=len(data),
+                                     child_from=PROFILE_CHILD_BYTES)
             except (TypeError, ValueError) as e:
                 _log.warning("gluon_tb: add_profile(%r): no profile written: %s", trace, e)
                 return

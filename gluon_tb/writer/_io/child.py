@@ -165,21 +165,26 @@ def build_in_child(module: str, function: str, args: Tuple[Any, ...], nice: int 
         return out[1:]
     if proc.returncode == 0 and out[:1] == _INPUT_ERROR:
         kind, message = pickle.loads(out[1:])
-        raise (TypeError if kind == "TypeError" else ValueError)(message)
+        raise {e.__name__: e for e in INPUT_ERRORS}[kind](message)
     if watchdog is not None and watchdog.finished.is_set() and proc.returncode == -signal.SIGKILL:
         raise ChildStarved(f"no answer after {timeout} s at nice {nice}")
     tail = err_tail.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
     raise ChildFailed(f"child exited with status {proc.returncode}: {tail[0]}")
 
 
-def run_builder(fn: Callable[..., bytes], *args: Any) -> bytes:
-    """``fn(*args)`` computed in a child process (:func:`build_in_child`), or in this thread if
-    the child gives no answer (logged at debug). Bad input raises the same error either way.
+def run_builder(fn: Callable[..., bytes], *args: Any, size: int, child_from: int) -> bytes:
+    """``fn(*args)`` computed in a child process (:func:`build_in_child`) when the input's
+    ``size`` (bytes) is at least ``child_from``, else in this thread, as when the child gives no
+    answer (logged at debug): a child costs ~0.3 s of CPU and delays what is queued behind it by
+    as much, worth it only for work that would hold the GIL for longer than a few ms. Bad input
+    raises the same error either way.
 
     The child runs at the calling thread's kernel priority (``_common/threads.kernel_nice``:
     the writer's ``worker_nice``, or 0 while the CPU is saturated). One at a low priority that
     has not answered after :data:`STARVED_AFTER` s is killed, the CPU noted as saturated, and
     the work done again by a child at normal priority."""
+    if size < child_from:
+        return fn(*args)
     nice = kernel_nice()
     try:
         try:

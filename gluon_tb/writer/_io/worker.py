@@ -20,9 +20,9 @@ the GIL on a CPU that MXNet keeps busy stalled the training thread for up to a s
 
 When the worker ran at nice 19 and other work kept every core busy (DataLoader workers, a
 second training), it got about 1% of a core and fell a minute behind: a kill lost that
-minute. Its kernels can still fall behind that way, so a second thread, the **catch-up** thread, keeps the
-promise that what was logged is on disk within ``flush_secs`` (plus the time to write
-it). It wakes every ``flush_secs / 8`` and does nothing while the worker keeps up; when
+minute. Its kernels can still fall behind that way, so a second thread, the **catch-up**
+thread, keeps the promise that what was logged is on disk within ``flush_secs`` (plus the
+time to write it). It wakes every ``flush_secs / 8`` and does nothing while the worker keeps up; when
 something unwritten may have waited ``3/4 flush_secs`` (the worker itself writes every
 ``flush_secs / 2``), it asks the worker to step aside (``_yield``: the worker puts back
 what it has not processed, at the front of the queue, at the next item) and drains the

@@ -271,11 +271,14 @@ static PyObject *probe_nice(PyObject *self, PyObject *args) {
     return PyLong_FromLong(seen);
 }
 
-static int is_format(const Py_buffer *b, char code) {
+/* a buffer's one-character struct format code (its native-order prefix dropped), or 0 */
+static char single_code(const Py_buffer *b) {
     const char *f = b->format ? b->format : "B";
     if (*f == '<' || *f == '=' || *f == '@') f++;  /* native little-endian is all we build for */
-    return f[0] == code && f[1] == '\0';
+    return f[0] != '\0' && f[1] == '\0' ? f[0] : 0;
 }
+
+static int is_format(const Py_buffer *b, char code) { return single_code(b) == code; }
 
 static PyObject *count(PyObject *self, PyObject *args) {
     PyObject *ox, *ocells, *ocounts;
@@ -403,11 +406,10 @@ static double label_at(const char *buf, char f, Py_ssize_t i) {
     }
 }
 
+/* a label buffer's format code, if label_at reads it, else 0 */
 static char format_code(const Py_buffer *b) {
-    const char *f = b->format ? b->format : "B";
-    if (*f == '<' || *f == '=' || *f == '@') f++;
-    if (f[0] == '\0' || f[1] != '\0' || !strchr("?bBhHiIlLqQfd", f[0])) return 0;
-    return f[0];
+    char c = single_code(b);
+    return c && strchr("?bBhHiIlLqQfd", c) ? c : 0;
 }
 
 /* pr_counts(predictions, labels, weights, tp, fp) -> (0, -1) when every value is valid, else
