@@ -117,7 +117,7 @@ def _check(logdir: Any, options: Mapping[str, Any]) -> _Config:
     known = sorted(set(takes[_ESTIMATOR]) | set(takes[_MODULE]))
     for name in options:
         if name not in known:
-            from .handlers._keras_names import OTHER_NAMES
+            from .handlers._common.keras_names import OTHER_NAMES
 
             if name in OTHER_NAMES:
                 raise TypeError(f"autolog() has no option {name!r} (another tool's name): pass {OTHER_NAMES[name]}")
@@ -208,7 +208,7 @@ def _module_fit(original: Callable[..., Any]) -> Callable[..., Any]:
         if config is None:
             return original(self, *args, **kwargs)
         from .handlers import TensorBoardCallback
-        from .handlers._module_slots import SLOTS
+        from .handlers._module.slots import SLOTS
 
         bound = sig.bind(self, *args, **kwargs)
         given = {s: bound.arguments.get(s) for s in SLOTS}

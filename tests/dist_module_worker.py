@@ -14,7 +14,7 @@ import mxnet as mx
 import numpy as np
 
 from gluon_tb import TensorBoardCallback
-from gluon_tb.handlers._metric_names import scores
+from gluon_tb.handlers._mxnet.metric_names import scores
 
 logdir, mode, out_path = sys.argv[1:4]
 kv = mx.kv.create("dist_sync")

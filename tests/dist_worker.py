@@ -24,7 +24,7 @@ from mxnet.gluon.contrib.estimator import Estimator
 from mxnet.gluon.contrib.estimator.event_handler import EpochEnd, TrainBegin
 
 from gluon_tb import TensorBoardHandler
-from gluon_tb.handlers._metric_names import scores
+from gluon_tb.handlers._mxnet.metric_names import scores
 
 logdir, mode, kv_type, on_kv, out_path = sys.argv[1:6]
 if kv_type == "horovod":

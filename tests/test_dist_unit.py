@@ -5,8 +5,8 @@ import types
 
 import pytest
 
-from gluon_tb.handlers import _dist
-from gluon_tb.handlers._run_writers import RunWriters
+from gluon_tb.handlers._options import distributed as _dist
+from gluon_tb.handlers._common.run_writers import RunWriters
 from gluon_tb.writer import SummaryWriter
 
 

@@ -19,7 +19,7 @@ from mxnet.gluon.contrib.estimator.event_handler import BatchBegin, BatchEnd, Ep
 
 import readback
 from gluon_tb.handlers import TensorBoardHandler
-from gluon_tb.handlers import _epoch_values
+from gluon_tb.handlers._estimator import epoch_values as _epoch_values
 
 warnings.filterwarnings("ignore", message="No trainer specified")
 

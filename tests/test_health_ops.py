@@ -11,7 +11,8 @@ from mxnet.gluon.contrib.estimator import Estimator
 from mxnet.ndarray import register
 
 import readback
-from gluon_tb.handlers import TensorBoardHandler, _health
+from gluon_tb.handlers import TensorBoardHandler
+from gluon_tb.handlers._options import grad_health as _health
 
 warnings.filterwarnings("ignore", message="No trainer specified")
 

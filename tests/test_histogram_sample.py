@@ -105,7 +105,7 @@ def test_grad_health_sees_every_value_whatever_the_sample(tmp_path):
 
 
 def test_the_stride_never_takes_a_single_column(tmp_path):
-    from gluon_tb.handlers._histograms import sampled
+    from gluon_tb.handlers._options.param_histograms import sampled
 
     a = mx.nd.arange(128 * 40).reshape((40, 128))
     s = sampled(a, 40)  # 5120 / 40 = 128: a stride of 128 would take column 0 only

@@ -13,8 +13,8 @@ from PIL import Image
 import readback
 from gluon_tb.handlers import Embeddings, GradHealth, TensorBoardHandler
 from gluon_tb.writer import SummaryWriter
-from gluon_tb.handlers._conv_filters import pick_conv, write_filters
-from gluon_tb.handlers._probe import LayerProbe
+from gluon_tb.handlers._options.conv_filters import pick_conv, write_filters
+from gluon_tb.handlers._mxnet.blocks import LayerProbe
 from test_estimator_handler import BATCH, GradSpy, Recorder, loader, make_est, make_net, param_names
 
 

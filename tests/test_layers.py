@@ -3,7 +3,12 @@
 Every ``import`` of every module (at the top or inside a function) is read with ``ast`` and
 resolved; a module may import only from the layers below its own:
 
-    gluon_tb.handlers  ->  gluon_tb.writer (its public names) and gluon_tb.writer._common
+    gluon_tb.handlers (root: the public names)  ->  every handler folder below
+    _estimator, _module (the two adapters, never each other)  ->  _options, _mxnet, _common
+    _options (one file per option)  ->  _mxnet, _common
+    _mxnet (what reads MXNet's objects)  ->  _common
+    _common (checks, schedules, the run writers)  ->  gluon_tb.writer (its public names), gluon_tb.writer._common
+    (every handler folder may also use the writer's public names and gluon_tb.writer._common)
     gluon_tb.writer (root: SummaryWriter)  ->  _summaries, _io, _format, _common
     _summaries, _io (side by side, never each other)  ->  _format, _common
     _format  ->  _common
@@ -23,6 +28,7 @@ import gluon_tb
 
 PKG = pathlib.Path(gluon_tb.__file__).parent
 W = "gluon_tb.writer"
+H = "gluon_tb.handlers"
 
 # layer of a module -> the prefixes of gluon_tb modules it may import
 ALLOWED = {
@@ -32,13 +38,18 @@ ALLOWED = {
     f"{W}._summaries": (f"{W}._summaries", f"{W}._format", f"{W}._common"),
     W: (W,),
     "gluon_tb.handlers": ("gluon_tb.handlers", f"{W}._common"),
+    f"{H}._estimator": (f"{H}._estimator", f"{H}._options", f"{H}._mxnet", f"{H}._common", f"{W}._common"),
+    f"{H}._module": (f"{H}._module", f"{H}._options", f"{H}._mxnet", f"{H}._common", f"{W}._common"),
+    f"{H}._options": (f"{H}._options", f"{H}._mxnet", f"{H}._common", f"{W}._common"),
+    f"{H}._mxnet": (f"{H}._mxnet", f"{H}._common", f"{W}._common"),
+    f"{H}._common": (f"{H}._common", f"{W}._common"),
     "gluon_tb": ("gluon_tb",),
 }
 # what handlers may take from the writer package itself (its public names)
 WRITER_PUBLIC = {W}
 # the one crossing allowed, and why
 EXCEPTIONS = {
-    ("gluon_tb.handlers._checks", f"{W}._summaries.hparams"):
+    ("gluon_tb.handlers._common.checks", f"{W}._summaries.hparams"):
         "hparams= is checked with the writer's own check when the handler is made, not at the end of training",
 }
 
@@ -96,6 +107,10 @@ def test_every_module_has_a_layer():
     # the folders the design names exist, each a package
     for sub in ("_common", "_format", "_io", "_summaries"):
         assert (PKG / "writer" / sub / "__init__.py").exists()
+    for sub in ("_common", "_mxnet", "_options", "_estimator", "_module"):
+        assert (PKG / "handlers" / sub / "__init__.py").exists()
+    # nothing of the handlers' but the package's front sits at the top of handlers/
+    assert sorted(p.name for p in (PKG / "handlers").glob("*.py")) == ["__init__.py"]
 
 
 @pytest.mark.parametrize("path", all_modules(), ids=lambda p: str(p.relative_to(PKG.parent)))
@@ -106,7 +121,7 @@ def test_imports_go_down_the_layers(path):
     for line, target, _ in imports_of(path):
         if not target.startswith("gluon_tb"):
             continue
-        if layer_of(module) == "gluon_tb.handlers" and target in WRITER_PUBLIC:
+        if layer_of(module).startswith(H) and target in WRITER_PUBLIC:
             continue
         if (module, target) in EXCEPTIONS:
             continue

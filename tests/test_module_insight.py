@@ -12,7 +12,7 @@ from PIL import Image
 import readback
 from gluon_tb.handlers import Embeddings, GradHealth, TensorBoardCallback
 from gluon_tb.writer import SummaryWriter
-from gluon_tb.handlers._filter_images import feature_map_images, filter_images
+from gluon_tb.handlers._options.conv_filter_images import feature_map_images, filter_images
 
 N, BATCH, CLASSES, EPOCHS, LR = 64, 16, 4, 2, 0.1  # 4 batches an epoch, global batches 0..7
 PARAMS = ["conv1_weight", "conv1_bias", "fc1_weight", "fc1_bias", "fc2_weight", "fc2_bias"]

@@ -134,7 +134,7 @@ def test_samples_are_counted_along_the_batch_axis_of_the_layout():
     """MXNet's RNN examples lay sequences out time-major (``"TNC"``): the batch axis is 1."""
     from types import SimpleNamespace
 
-    from gluon_tb.handlers._module_rates import batch_samples
+    from gluon_tb.handlers._module.rates import batch_samples
 
     batch = mx.io.DataBatch([mx.nd.zeros((35, 20, 8))],
                             provide_data=[mx.io.DataDesc("data", (35, 20, 8), layout="TNC")])

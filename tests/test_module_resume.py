@@ -16,7 +16,7 @@ import pytest
 import readback
 import tb_server
 from gluon_tb.handlers import TensorBoardCallback
-from gluon_tb.handlers._resume import batches_before
+from gluon_tb.handlers._options.resume import batches_before
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 N, BATCH, CLASSES = 40, 4, 3  # 10 batches an epoch

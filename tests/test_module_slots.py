@@ -156,7 +156,7 @@ def test_slot_of_reads_what_mxnet_passes():
     """The unit under the tests above: fit's and score()'s locals, as MXNet 1.9.1 passes them."""
     from mxnet.model import BatchEndParam
 
-    from gluon_tb.handlers._module_slots import BATCH_END, EVAL_BATCH_END, EVAL_END, slot_of
+    from gluon_tb.handlers._module.slots import BATCH_END, EVAL_BATCH_END, EVAL_END, slot_of
 
     cb, m = TensorBoardCallback("x"), object()
     wrapped = lambda p: cb(p)  # noqa: E731 - the user's own wrapper: found from the counters

@@ -81,7 +81,7 @@ def test_every_batch_once_at_its_index_whatever_the_first_launch(tmp_path, first
 def test_the_count_comes_from_the_loader_when_the_optimizer_cannot_say():
     from types import SimpleNamespace
 
-    from gluon_tb.handlers._resume import _batches_trained
+    from gluon_tb.handlers._options.resume import _batches_trained
 
     no_count = SimpleNamespace(trainer=None)
     four = list(range(4))  # a loader of 4 batches an epoch

@@ -408,7 +408,7 @@ def test_a_fit_on_another_thread_keeps_its_hooks(tmp_path):
 
 def test_a_new_hook_leaves_the_live_hook_of_a_fit_on_another_thread():
     """heal() before wrapping removes dead hooks only, not one whose fit runs on another thread."""
-    from gluon_tb.handlers._hooks import FitScope, heal, wrap
+    from gluon_tb.handlers._mxnet.hooks import FitScope, heal, wrap
 
     class Obj:
         def step(self):
@@ -552,7 +552,7 @@ class TrainLossByHand(BatchEnd, EpochEnd):
 def test_epoch_losses_summed_in_chunks_equal_the_mean_of_every_sample(tmp_path, monkeypatch, devices):
     """Without a Loss metric the epoch losses are added up a chunk of batches at a time; chunks
     of 3 over batches of 16, 16, 16, 16, 6 samples (two shapes), on one or two devices."""
-    from gluon_tb.handlers import _epoch_values
+    from gluon_tb.handlers._estimator import epoch_values as _epoch_values
 
     monkeypatch.setattr(_epoch_values.LossSum, "CHUNK", 3)
     d = str(tmp_path)

@@ -7,10 +7,10 @@ Both write the Keras layout: runs ``<logdir>/train`` and ``<logdir>/validation``
 ``batch_*`` and ``epoch_*`` tags, so train and validation curves of one tag share a chart.
 They only call :class:`gluon_tb.writer.SummaryWriter`.
 """
-from ._estimator import TensorBoardHandler
-from ._health import GradHealth
-from ._module import TensorBoardCallback
-from ._projector import Embeddings
-from ._word_vectors import WordVectors
+from ._estimator.handler import TensorBoardHandler
+from ._options.grad_health import GradHealth
+from ._module.callback import TensorBoardCallback
+from ._options.embeddings import Embeddings
+from ._options.word_vectors import WordVectors
 
 __all__ = ["TensorBoardHandler", "TensorBoardCallback", "Embeddings", "GradHealth", "WordVectors"]

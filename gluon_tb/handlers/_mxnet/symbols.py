@@ -1,6 +1,6 @@
 """Looking inside a Module's symbol: find a layer, and compute its output for some inputs.
 
-The Module counterpart of :mod:`gluon_tb.handlers._probe` (which works on Gluon blocks). A
+The Module counterpart of :mod:`gluon_tb.handlers._mxnet.blocks` (which works on Gluon blocks). A
 layer is a node of the symbol, named as in ``mx.sym.Convolution(..., name="conv1")``; its
 output is ``symbol.get_internals()["conv1_output"]``.
 

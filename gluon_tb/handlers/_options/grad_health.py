@@ -47,11 +47,11 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from ..writer._common.checks import check_bool, describe
-from ..writer._common.threads import batch_scheduling
-from ..writer import SummaryWriter
-from ._checks import check_option, check_positive_int, check_positive_number
-from ._run_writers import TRAIN_BATCH, RunWriters, logger
+from ...writer._common.checks import check_bool, describe
+from ...writer._common.threads import batch_scheduling
+from ...writer import SummaryWriter
+from .._common.checks import check_option, check_positive_int, check_positive_number
+from .._common.run_writers import TRAIN_BATCH, RunWriters, logger
 
 KINDS = ("nonfinite", "vanishing", "exploding")
 WINDOW = 5

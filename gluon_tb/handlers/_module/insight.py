@@ -31,14 +31,14 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
-from ..writer import SummaryWriter
-from ._conv_filters import write_filters
-from ._histograms import batch_gradient
-from ._profile import BatchProfiler, check_profile_batch
-from ._projector import Embeddings, Projector
-from ._run_writers import TRAIN, RunWriters
-from ._symbol import SymbolProbe, _graph, classifier_input, conv_layer, layer_output
-from ._word_vectors import WordVectorsLogger
+from ...writer import SummaryWriter
+from .._options.conv_filters import write_filters
+from .._options.param_histograms import batch_gradient
+from .._options.profile_batch import BatchProfiler, check_profile_batch
+from .._options.embeddings import Embeddings, Projector
+from .._common.run_writers import TRAIN, RunWriters
+from .._mxnet.symbols import SymbolProbe, _graph, classifier_input, conv_layer, layer_output
+from .._options.word_vectors import WordVectorsLogger
 
 
 def _cpu_copy(x: Any, n: Optional[int] = None) -> Any:

@@ -1,6 +1,6 @@
 """Run writers: one lazily opened SummaryWriter per run directory, and the ``on_error`` policy.
 
-The adapters (``_estimator.py``, ``_module.py``) only decide *what* to log and *when*;
+The adapters (``_estimator/handler.py``, ``_module/callback.py``) only decide *what* to log and *when*;
 everything that touches a :class:`~gluon_tb.writer.SummaryWriter` goes through
 :meth:`RunWriters.call` (``out.call(TRAIN, SummaryWriter.add_scalar, tag, value, step)``, a call
 that a type checker follows), which opens one writer per run directory lazily (so no empty event
@@ -17,14 +17,14 @@ import time
 import warnings
 from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, TypeVar
 
-from ..writer import SummaryWriter
-from ..writer._common.checks import check_storage_options
+from ...writer import SummaryWriter
+from ...writer._common.checks import check_storage_options
 
 #: epoch-level points of the training (step: the epoch index), beside ``validation``'s
 TRAIN = "train"
 #: batch-level points of the training (step: the global batch index): batch scalars,
 #: gradient and weight histograms, ``grad_health``, the profiler's output. A run of their
-#: own, so that a resumed training purges each run at its own step (``_resume.py``).
+#: own, so that a resumed training purges each run at its own step (``_options/resume.py``).
 TRAIN_BATCH = "train_batch"
 VALIDATION = "validation"
 ON_ERROR = ("raise", "warn")

@@ -25,10 +25,10 @@ is wrapped to count validation batches and sum their losses, so validation value
 which the estimator validated.
 
 MXNet does not call ``train_end`` when ``fit`` raises; the wrappers are bound to the ``fit``
-call that made them and remove themselves at their first call outside it (``_hooks.py``).
-A handler's first ``fit`` continues a resumed training's steps (``_resume.py``). The
+call that made them and remove themselves at their first call outside it (``_mxnet/hooks.py``).
+A handler's first ``fit`` continues a resumed training's steps (``_options/resume.py``). The
 see-inside options (filters, projector, word vectors, gradient health, profiler) are handed
-their events by one part, ``_estimator_insight.py``.
+their events by one part, ``_estimator/insight.py``.
 """
 from __future__ import annotations
 
@@ -39,26 +39,26 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 from mxnet.gluon.contrib.estimator.event_handler import (BatchBegin, BatchEnd, EpochBegin, EpochEnd, TrainBegin,
                                                          TrainEnd)
 
-from ..writer import SummaryWriter
-from ..writer._common.checks import check_bool, check_logdir
-from ._checks import (ParamFilter, check_choice, check_hparams, check_positive_int, check_positive_int_or_none,
-                      check_positive_number, check_start, param_selector)
-from ._batch_metrics import BatchMetrics
-from ._dist import DISTRIBUTED, Worker
-from ._epoch_values import EpochValues
-from ._estimator_insight import EstimatorInsight
-from ._health import GradHealth
-from ._histograms import SAMPLE, ParamHistograms
-from ._hooks import FitScope, Wrap, wrap
-from ._projector import Embeddings
-from ._word_vectors import WordVectors
-from ._input_wait import InputWait
-from ._inputs import log_first_batch
-from ._listed_once import keep_first
-from ._resume import batches_before, continue_at, graph_logged_before, resume_point, run_has_events
-from ._keras_names import known_names
-from ._run_writers import ON_ERROR, TRAIN, TRAIN_BATCH, RunWriters
-from ._schedule import Period, schedule
+from ...writer import SummaryWriter
+from ...writer._common.checks import check_bool, check_logdir
+from .._common.checks import (ParamFilter, check_choice, check_hparams, check_positive_int, check_positive_int_or_none,
+                              check_positive_number, check_start, param_selector)
+from .._mxnet.metric_windows import BatchMetrics
+from .._options.distributed import DISTRIBUTED, Worker
+from .epoch_values import EpochValues
+from .insight import EstimatorInsight
+from .._options.grad_health import GradHealth
+from .._options.param_histograms import SAMPLE, ParamHistograms
+from .._mxnet.hooks import FitScope, Wrap, wrap
+from .._options.embeddings import Embeddings
+from .._options.word_vectors import WordVectors
+from .._common.input_wait import InputWait
+from .._options.images import log_first_batch
+from .listed_once import keep_first
+from .._options.resume import batches_before, continue_at, graph_logged_before, resume_point, run_has_events
+from .._common.keras_names import known_names
+from .._common.run_writers import ON_ERROR, TRAIN, TRAIN_BATCH, RunWriters
+from .._common.schedule import Period, schedule
 
 __all__ = ["TensorBoardHandler"]
 
@@ -78,7 +78,7 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
     (the epoch-wide value, ``get_global()``), ``epoch_learning_rate`` (the rate the epoch's
     batches trained with), ``epoch_samples_per_second`` (samples counted along
     ``fit(batch_axis=)`` of the data), ``epoch_input_wait_seconds``, ``epoch_batch_seconds`` and
-    ``epoch_input_wait_fraction`` (``_input_wait.py``); the graph of a hybridized net once per
+    ``epoch_input_wait_fraction`` (``_common/input_wait.py``); the graph of a hybridized net once per
     run, after the first batch (not by a ``fit`` that continues a training: its first process
     logged it); ``first_batch``, the first inputs of every epoch as one image grid.
     Run ``<logdir>/train_batch`` (step: the global batch index from 0 across epochs):
@@ -93,7 +93,7 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
     Metric names lose their ``training``/``validation`` prefix, are lower-cased and use ``_``
     for spaces. Steps go on if the same handler is passed to a second ``fit``. A resumed
     training hides what an earlier process logged from the resume point on, in each run at its
-    own step (``_resume.py``).
+    own step (``_options/resume.py``).
 
     Args:
         logdir: the log directory; run directories are created in it on first write.
@@ -109,7 +109,7 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
         histogram_sample: a parameter with more values than this is histogrammed from an
             evenly strided sample of about this many of them (taken on MXNet's engine), so a
             histogram step costs no more for a 50M-value Embedding than for a 1M one;
-            ``None``: every value, whatever the size (see ``_histograms.py``).
+            ``None``: every value, whatever the size (see ``_options/param_histograms.py``).
         images: log ``first_batch`` when the inputs look like images (N×C×H×W or N×H×W×C with 1 or
             3 channels, or N×H×W; floats outside [0, 1] are rescaled by the batch's min and max,
             with a warning: the writer's one rule, ``writer/_summaries/pixels.py``).
@@ -123,19 +123,19 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
         flush_secs: the most seconds an event waits in memory before it is written.
         conv_filters: ``True`` (the first ``Conv2D``) or a Conv2D's name: log its filters
             (``conv_filters/<layer>``) and its feature maps for the first input of the first
-            batch (``feature_maps/<layer>``) at every epoch end (see ``_conv_filters.py``).
+            batch (``feature_maps/<layer>``) at every epoch end (see ``_options/conv_filters.py``).
         embeddings: a sample count or :class:`Embeddings`: the held-out sample's hidden
             representation for the projector, with true and predicted labels and sprites.
         word_vectors: ``True`` or :class:`WordVectors`: an ``nn.Embedding``'s weight rows in the
-            projector, labelled with their tokens (see ``_word_vectors.py``).
+            projector, labelled with their tokens (see ``_options/word_vectors.py``).
         grad_health: ``True`` or :class:`GradHealth`: ``grad_norm/``, ``weight_norm/``,
             ``update_ratio/`` scalars and non-finite/vanishing/exploding detectors on the
-            ``histogram_period`` schedule (see ``_health.py``).
+            ``histogram_period`` schedule (see ``_options/grad_health.py``).
         profile_batch: ``None`` or ``0`` (off, as in Keras), a global batch index or a ``(start, stop)`` pair (both included):
             MXNet's profiler over those batches, its timeline for TensorBoard's Profile
-            dashboard and ``profile/operator_stats`` text (see ``_profile.py``).
+            dashboard and ``profile/operator_stats`` text (see ``_options/profile_batch.py``).
         distributed: with several workers (a ``dist_*`` kvstore, Horovod, or an MPI/Slurm
-            launcher; see ``_dist.py``): ``"rank0"`` (default): only rank 0 writes, and the
+            launcher; see ``_options/distributed.py``): ``"rank0"`` (default): only rank 0 writes, and the
             epoch values are the mean over all workers (``epoch_samples_per_second`` their
             sum), combined through the kvstore or Horovod; batch values, histograms and the
             rest are rank 0's own. Give the handler to *every* worker: the averaging is a
@@ -145,7 +145,7 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
             its fsspec file system (``{"endpoint_url": ..., "key": ..., "secret": ...}``).
         initial_epoch: the epoch index at which the first ``fit`` starts; ``None``: found
             (a resuming ``CheckpointHandler`` in the same ``fit``, or a trainer that has
-            already made updates; see ``_resume.py``), else 0.
+            already made updates; see ``_options/resume.py``), else 0.
         initial_step: the global batch index at which the first ``fit`` starts; ``None``:
             found the same way, else 0. When either is not 0, points that an earlier process
             logged at or after it are hidden in TensorBoard (``purge_step``).

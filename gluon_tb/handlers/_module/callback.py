@@ -5,29 +5,29 @@ import logging
 import os
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
-from ..writer import SummaryWriter
-from ..writer._common.checks import check_bool, check_logdir
-from ._batch_metrics import BatchMetrics
-from ._checks import (ParamFilter, check_choice, check_positive_int_or_none, check_positive_number, check_start,
-                      param_selector)
-from ._histograms import SAMPLE, sampled
-from ._dist import DISTRIBUTED, Worker, WorkerMean, detect, place
-from ._conv_filters import check_conv_filters
-from ._health import GradHealth, HealthMonitor, check_grad_health
-from ._metric_names import scores
-from ._module_slots import (BATCH_END, EPOCH_END, EVAL_BATCH_END, EVAL_END, fit_callbacks, is_batch_param,
-                            missing_slots, reroute)
-from ._module_insight import (ModuleFilters, ModuleProfiler, ModuleProjector, ModuleWordVectors, executor_module,
-                              module_gradients)
-from ._input_wait import InputWait
-from ._module_rates import ModuleRates
-from ._projector import Embeddings, check_embeddings
-from ._resume import ModuleSteps, graph_logged_before
-from ._keras_names import known_names
-from ._run_writers import ON_ERROR, TRAIN, TRAIN_BATCH, VALIDATION, RunWriters
-from ._schedule import Period, schedule
-from ._symbol import graph_symbol
-from ._word_vectors import WordVectors, check_word_vectors
+from ...writer import SummaryWriter
+from ...writer._common.checks import check_bool, check_logdir
+from .._mxnet.metric_windows import BatchMetrics
+from .._common.checks import (ParamFilter, check_choice, check_positive_int_or_none, check_positive_number, check_start,
+                              param_selector)
+from .._options.param_histograms import SAMPLE, sampled
+from .._options.distributed import DISTRIBUTED, Worker, WorkerMean, detect, place
+from .._options.conv_filters import check_conv_filters
+from .._options.grad_health import GradHealth, HealthMonitor, check_grad_health
+from .._mxnet.metric_names import scores
+from .slots import (BATCH_END, EPOCH_END, EVAL_BATCH_END, EVAL_END, fit_callbacks, is_batch_param,
+                    missing_slots, reroute)
+from .insight import (ModuleFilters, ModuleProfiler, ModuleProjector, ModuleWordVectors, executor_module,
+                      module_gradients)
+from .._common.input_wait import InputWait
+from .rates import ModuleRates
+from .._options.embeddings import Embeddings, check_embeddings
+from .._options.resume import ModuleSteps, graph_logged_before
+from .._common.keras_names import known_names
+from .._common.run_writers import ON_ERROR, TRAIN, TRAIN_BATCH, VALIDATION, RunWriters
+from .._common.schedule import Period, schedule
+from .._mxnet.symbols import graph_symbol
+from .._options.word_vectors import WordVectors, check_word_vectors
 
 __all__ = ["TensorBoardCallback"]
 
@@ -46,7 +46,7 @@ class TensorBoardCallback:
     Writes, in run ``train_batch`` at the global batch index (from 0 across epochs):
     ``batch_<metric>`` every ``batch_period`` batches, the metric over the batches since the
     previous point (with ``batch_period=1`` the batch alone), whatever ``reset_local()`` a
-    ``Speedometer`` before or after the callback makes (``_batch_metrics.py``);
+    ``Speedometer`` before or after the callback makes (``_mxnet/metric_windows.py``);
     ``gradients/<name>`` (the batch's gradient in the executors, summed over devices, as backward
     left it) and ``weights/<name>`` histograms on the ``histogram_period`` schedule (weights by
     default from ``arg_params`` at each epoch end; both at the index of the epoch's last batch);
@@ -56,21 +56,21 @@ class TensorBoardCallback:
     ``epoch_learning_rate`` (the rate of the epoch's first update, from the optimizer and its
     ``lr_scheduler``), ``epoch_samples_per_second`` (the epoch's batch sizes along the batch axis
     of the first input, over the seconds from the epoch's start to ``epoch_end``;
-    ``_module_rates.py``) and the module's symbol as the graph (a ``BucketingModule``'s default
+    ``_module/rates.py``) and the module's symbol as the graph (a ``BucketingModule``'s default
     bucket), once per run: a ``fit`` that continues a training (resumed, or
     ``initial_epoch``/``initial_step``) leaves it to the process that began it. A
     ``fit(begin_epoch=E)`` resumed in a new process continues the steps (batches at ``E``
     times the batches per epoch) and hides what an earlier process logged from there on, each
     run at its own step; a second ``fit`` with the same callback goes on after the first
-    (``_resume.py``'s :class:`ModuleSteps`). The
+    (``_options/resume.py``'s :class:`ModuleSteps`). The
     see-inside options log what :class:`~._estimator.TensorBoardHandler`'s do, under the same tags
-    (``_module_insight.py`` says how they work on a symbol).
+    (``_module/insight.py`` says how they work on a symbol).
 
     :meth:`fit_callbacks` fills every slot of ``fit`` (with your own callbacks after its entries).
     By hand: the object itself in ``batch_end_callback``, its :meth:`epoch_end` in
     ``epoch_end_callback`` and its :meth:`eval_end` in ``eval_end_callback``. Put in another slot,
     each does what that slot needs; in ``eval_batch_end_callback`` it logs nothing and warns, and
-    a missing slot is named in a warning at the first batch (``_module_slots.py``).
+    a missing slot is named in a warning at the first batch (``_module/slots.py``).
 
     When ``fit``'s last epoch has ended (after its ``eval_end``, or its ``epoch_end`` without
     ``eval_data``) everything is flushed, so it is on disk when ``fit`` returns. Call :meth:`close` (or use it as a
@@ -118,7 +118,7 @@ class TensorBoardCallback:
             symbol without that Embedding raises a ``ValueError`` at the first batch.
         profile_batch: ``None`` or ``0`` (off, as in Keras), a global batch index or a ``(start, stop)`` pair (both included): MXNet's
             profiler over those batches, as for :class:`~._estimator.TensorBoardHandler` (see
-            ``_profile.py``). ``Module.fit`` calls no callback before a batch, so the profiler
+            ``_options/profile_batch.py``). ``Module.fit`` calls no callback before a batch, so the profiler
             starts at the callback before ``start`` and ``start`` must be at least 1; a resumed
             ``fit`` whose first batch is in the range is profiled from its next batch (one
             warning). The executors run their operators in bulk segments, one event each
@@ -264,7 +264,7 @@ class TensorBoardCallback:
         """``epoch_end_callback``: train values of the epoch and weight histograms.
 
         Passed as ``batch_end_callback`` (or ``eval_end_callback``), where MXNet calls it with a
-        ``BatchEndParam``, it does what that slot needs (``_module_slots.py``)."""
+        ``BatchEndParam``, it does what that slot needs (``_module/slots.py``)."""
         if is_batch_param(epoch):
             if not reroute(self, epoch, EPOCH_END):
                 self(epoch)
@@ -276,7 +276,7 @@ class TensorBoardCallback:
         if self._train_src is not None:
             for tag, v in self._epoch_train_values():
                 self._out.call(TRAIN, SummaryWriter.add_scalar, f"epoch_{tag}", v, epoch)
-            self._waits.add(*self._rates.epoch_times())  # this worker's own (_input_wait.py)
+            self._waits.add(*self._rates.epoch_times())  # this worker's own (_common/input_wait.py)
             self._waits.epoch_end(epoch)
         else:
             self._out.say_once("no-batches", "gluon_tb: TensorBoardCallback is not in fit's batch_end_callback, "
@@ -312,7 +312,7 @@ class TensorBoardCallback:
 
         Passed as ``batch_end_callback``, it does what the callback object does there; as
         ``epoch_end_callback`` (``epoch, symbol, arg_params, aux_params``), what :meth:`epoch_end`
-        does; as ``eval_batch_end_callback``, nothing but one warning (``_module_slots.py``)."""
+        does; as ``eval_batch_end_callback``, nothing but one warning (``_module/slots.py``)."""
         if epoch_end_args:
             return self.epoch_end(param, *epoch_end_args)
         if reroute(self, param, EVAL_END):
@@ -414,7 +414,7 @@ class TensorBoardCallback:
         self._mean = place(self._out, w, self._dist_mode)
 
     def _epoch_train_values(self) -> list:
-        """The epoch's metric values, learning rate and throughput (``_module_rates.py``), shared
+        """The epoch's metric values, learning rate and throughput (``_module/rates.py``), shared
         over the workers in one collective call (the throughput is their sum)."""
         pairs = scores([self._train_src], use_global=True) + self._rates.epoch_values()
         shared = self._shared(pairs)

@@ -15,19 +15,19 @@ NDArray (``nd.take`` of the rows where they are not all, in order): nothing is r
 training thread.
 
 ``TensorBoardCallback`` (``Module.fit``) logs the same from a symbol's ``Embedding`` operator:
-``_module_insight.py``'s :class:`~._module_insight.ModuleWordVectors`.
+``_module/insight.py``'s :class:`~._module_insight.ModuleWordVectors`.
 """
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any, List, Optional
 
-from ..writer._common.checks import describe, is_python_number
-from ._probe import blocks, match_block
-from ..writer import SummaryWriter
-from ._checks import check_option, check_positive_int_or_none
-from ._run_writers import TRAIN, RunWriters
-from ._schedule import every_epochs
+from ...writer._common.checks import describe, is_python_number
+from .._mxnet.blocks import blocks, match_block
+from ...writer import SummaryWriter
+from .._common.checks import check_option, check_positive_int_or_none
+from .._common.run_writers import TRAIN, RunWriters
+from .._common.schedule import every_epochs
 
 
 class WordVectors:

@@ -17,7 +17,7 @@ arrays and NDArrays of any shape are accepted; anything else is left out with on
 NDArrays are summed on MXNet's engine a chunk of batches at a time (:class:`LossSum`) and read
 by the writer thread: nothing waits for a value on the training thread. With several workers and
 ``distributed="rank0"`` the values are the mean over the workers (the throughput their sum), see
-``_dist.py``.
+``_options/distributed.py``.
 """
 from __future__ import annotations
 
@@ -29,11 +29,11 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..writer import SummaryWriter
-from ._dist import Worker, WorkerMean, detect, place
-from ._hooks import FitScope, Wrap, wrap
-from ._metric_names import is_loss, scores
-from ._run_writers import TRAIN, VALIDATION, RunWriters
+from ...writer import SummaryWriter
+from .._options.distributed import Worker, WorkerMean, detect, place
+from .._mxnet.hooks import FitScope, Wrap, wrap
+from .._mxnet.metric_names import is_loss, scores
+from .._common.run_writers import TRAIN, VALIDATION, RunWriters
 
 Pairs = List[Tuple[str, float]]
 

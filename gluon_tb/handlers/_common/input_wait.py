@@ -28,8 +28,8 @@ import logging
 import time
 from typing import Optional
 
-from ..writer import SummaryWriter
-from ._run_writers import TRAIN, RunWriters
+from ...writer import SummaryWriter
+from .run_writers import TRAIN, RunWriters
 
 ADVICE_TAG = "input_wait/advice"
 #: the fraction of an epoch spent waiting above which the input is called the bottleneck

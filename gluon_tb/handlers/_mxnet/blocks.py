@@ -1,8 +1,8 @@
 """Looking inside a Gluon network: find a layer, and read its output (or input) for some inputs.
 
 Used by the estimator handler's options that look inside its net: ``conv_filters=``
-(``_conv_filters.py``), ``embeddings=`` (``_projector.py``) and ``word_vectors=``
-(``_word_vectors.py``). Imports mxnet lazily.
+(``_options/conv_filters.py``), ``embeddings=`` (``_options/embeddings.py``) and ``word_vectors=``
+(``_options/word_vectors.py``). Imports mxnet lazily.
 
 How a layer's output is read without touching the training graph:
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Iterator, List, Optional, Tuple
 
-from ..writer._common.checks import describe
+from ...writer._common.checks import describe
 
 
 def blocks(net: Any) -> Iterator[Any]:

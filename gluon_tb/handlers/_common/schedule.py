@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple, Optional, Union
 
-from ..writer._common.checks import describe, is_python_int
+from ...writer._common.checks import describe, is_python_int
 
 EPOCH = "epoch"
 

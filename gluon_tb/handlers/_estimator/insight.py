@@ -1,28 +1,28 @@
 """The see-inside options of :class:`~._estimator.TensorBoardHandler`, driven by the estimator's events.
 
-``conv_filters`` (``_conv_filters.py``), ``embeddings`` (``_projector.py``), ``word_vectors``
-(``_word_vectors.py``), ``grad_health`` (``_health.py``) and ``profile_batch`` (``_profile.py``)
+``conv_filters`` (``_options/conv_filters.py``), ``embeddings`` (``_options/embeddings.py``), ``word_vectors``
+(``_options/word_vectors.py``), ``grad_health`` (``_options/grad_health.py``) and ``profile_batch`` (``_options/profile_batch.py``)
 are each a small part that knows what it logs. :class:`EstimatorInsight` checks the option
 values (in the handler's constructor, before training), makes the parts that are on, and tells
 each part, at each event of ``fit``, what it needs. The handler calls it at fixed points of
 its own events (each method says where). A muted worker (``distributed="rank0"``, rank > 0)
 gives the parts no batches and logs nothing, and a health detector's stop request is never
 acted on with several workers. (:class:`~._module.TensorBoardCallback` has its own, worked from the
-symbol: ``_module_insight.py``.)
+symbol: ``_module/insight.py``.)
 """
 from __future__ import annotations
 
 import logging
 from typing import Any, Optional, Sequence, Tuple, Union
 
-from ._hooks import Wrap
-from ._run_writers import RunWriters
-from ._conv_filters import ConvFilters, check_conv_filters
-from ._health import GradHealth, HealthMonitor, check_grad_health
-from ._profile import BatchProfiler, check_profile_batch
-from ._projector import Embeddings, Projector, check_embeddings
-from ._schedule import Schedule
-from ._word_vectors import WordVectors, WordVectorsLogger, check_word_vectors
+from .._mxnet.hooks import Wrap
+from .._common.run_writers import RunWriters
+from .._options.conv_filters import ConvFilters, check_conv_filters
+from .._options.grad_health import GradHealth, HealthMonitor, check_grad_health
+from .._options.profile_batch import BatchProfiler, check_profile_batch
+from .._options.embeddings import Embeddings, Projector, check_embeddings
+from .._common.schedule import Schedule
+from .._options.word_vectors import WordVectors, WordVectorsLogger, check_word_vectors
 
 
 class EstimatorInsight:

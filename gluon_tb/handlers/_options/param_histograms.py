@@ -24,9 +24,9 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ..writer import SummaryWriter
-from ._run_writers import TRAIN_BATCH, RunWriters
-from ._schedule import Schedule
+from ...writer import SummaryWriter
+from .._common.run_writers import TRAIN_BATCH, RunWriters
+from .._common.schedule import Schedule
 
 Arrays = List[Tuple[str, Any]]
 

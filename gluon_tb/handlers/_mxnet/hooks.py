@@ -2,7 +2,7 @@
 
 The Estimator handler shadows ``trainer.step``/``allreduce_grads``/``update``,
 ``batch_processor.fit_batch``/``evaluate_batch`` and the training metrics' ``reset``/``reset_local``
-on those *instances* (see ``_estimator.py`` and ``_batch_metrics.py`` for why).
+on those *instances* (see ``_estimator/handler.py`` and ``_mxnet/metric_windows.py`` for why).
 MXNet 1.9.1 calls ``train_end`` only when ``fit`` returns normally: when anything inside
 ``fit`` raises, the hooks would stay, and run a dead handler's work on every later manual
 ``trainer.step``. So a hook belongs to one :class:`FitScope`, the ``Estimator.fit`` call

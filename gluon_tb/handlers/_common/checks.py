@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Union
 
-from ..writer._common.checks import MAX_STEP, describe, is_python_int, is_python_number, step_too_large
+from ...writer._common.checks import MAX_STEP, describe, is_python_int, is_python_number, step_too_large
 
 ParamFilter = Union[None, str, Callable[[str], bool]]
 
@@ -59,7 +59,7 @@ def param_selector(value: ParamFilter, name: str = "params") -> Callable[[str], 
 def check_hparams(value: Any) -> Optional[Dict[str, Any]]:
     if value is None:
         return None
-    from ..writer._summaries.hparams import check_hparams as _check
+    from ...writer._summaries.hparams import check_hparams as _check
 
     if not isinstance(value, Mapping):
         raise TypeError(f"hparams must be a mapping of name to str/bool/int/float, got {describe(value)}")

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any, Optional, Tuple
 
-from ..writer._common.checks import describe, is_python_int
+from ...writer._common.checks import describe, is_python_int
 
 PAD = 2
 

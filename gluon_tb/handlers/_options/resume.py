@@ -40,9 +40,9 @@ import logging
 import os
 from typing import Any, Mapping, NamedTuple, Optional
 
-from ..writer._common.checks import is_python_int
-from ._hooks import FitScope
-from ._run_writers import TRAIN, TRAIN_BATCH, VALIDATION
+from ...writer._common.checks import is_python_int
+from .._mxnet.hooks import FitScope
+from .._common.run_writers import TRAIN, TRAIN_BATCH, VALIDATION
 
 
 class Start(NamedTuple):

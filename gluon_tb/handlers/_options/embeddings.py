@@ -16,14 +16,14 @@ from __future__ import annotations
 import logging
 from typing import Any, List, Optional, Union
 
-from ..writer._common.checks import describe, is_python_int
-from ._probe import LayerProbe, classifier, context_of, find_block
-from ..writer import SummaryWriter
-from ._checks import check_positive_int, check_positive_int_or_none
-from ._hooks import wrap
-from ._run_writers import TRAIN, RunWriters
-from ._inputs import image_format
-from ._schedule import every_epochs
+from ...writer._common.checks import describe, is_python_int
+from .._mxnet.blocks import LayerProbe, classifier, context_of, find_block
+from ...writer import SummaryWriter
+from .._common.checks import check_positive_int, check_positive_int_or_none
+from .._mxnet.hooks import wrap
+from .._common.run_writers import TRAIN, RunWriters
+from .images import image_format
+from .._common.schedule import every_epochs
 
 
 class Embeddings:
@@ -32,7 +32,7 @@ class Embeddings:
     Args:
         samples: how many held-out inputs to embed.
         layer: the block whose output is embedded (full name or without the net's prefix);
-            ``None``: the input of the classifier (see :func:`gluon_tb.handlers._probe.classifier`):
+            ``None``: the input of the classifier (see :func:`gluon_tb.handlers._mxnet.blocks.classifier`):
             for a (Hybrid)Sequential net the output of all children but the last. With
             :class:`~._module.TensorBoardCallback` (Module): a layer (node) of the symbol, ``"fc2"`` or
             ``"fc2_output"``; ``None``: the input of the layer that feeds the loss output.

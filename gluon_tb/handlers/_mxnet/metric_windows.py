@@ -13,7 +13,7 @@ holds: no host read. Sums that are NDArrays give an NDArray the writer thread re
 Resets (``MetricHandler``'s ``reset()`` at each epoch, ``Speedometer``'s and gluon-nlp's
 ``MetricResetHandler``'s ``reset_local()``) would lose the part since the previous point, so
 ``reset``/``reset_local`` of each metric (the leaves of a ``CompositeEvalMetric``) are wrapped
-on the instance (``_hooks.py``): just before a reset the part not yet logged is carried over.
+on the instance (``_mxnet/hooks.py``): just before a reset the part not yet logged is carried over.
 
 Exact for metrics whose value comes from additive sums (accuracy, top-k, loss, MAE, MSE, RMSE,
 cross-entropy, NLL, perplexity, macro F1, custom metrics); for metrics that overwrite their sums
@@ -26,8 +26,8 @@ import logging
 import numbers
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
-from ._hooks import FitScope, Wrap, wrap
-from ._metric_names import name_pairs
+from .hooks import FitScope, Wrap, wrap
+from .metric_names import name_pairs
 
 Pairs = List[Tuple[str, Any]]
 

@@ -2,11 +2,11 @@
 
 Which layer: a Conv2D of the Gluon net named by ``conv_filters`` (its block name, with or
 without the net's prefix), or the first one for ``conv_filters=True``; the Module callback
-finds a 2-D ``Convolution`` of its symbol instead (``_module_insight.py``). The first input of
+finds a 2-D ``Convolution`` of its symbol instead (``_module/insight.py``). The first input of
 the first training batch is kept (copied on MXNet's engine to the net's device) and used for
 the feature maps of every epoch, so the maps of different epochs are comparable; a
-:class:`~gluon_tb.handlers._probe.LayerProbe` reads the layer's output for it. The images
-are built by :mod:`gluon_tb.handlers._filter_images`; :func:`write_filters` hands them to the
+:class:`~gluon_tb.handlers._mxnet.blocks.LayerProbe` reads the layer's output for it. The images
+are built by :mod:`gluon_tb.handlers._options.conv_filter_images`; :func:`write_filters` hands them to the
 writer, for both adapters.
 """
 from __future__ import annotations
@@ -14,11 +14,11 @@ from __future__ import annotations
 import logging
 from typing import Any, Optional, Union
 
-from ..writer import SummaryWriter
-from ..writer._common.checks import describe
-from ._filter_images import feature_map_images, filter_images
-from ._probe import LayerProbe, context_of, find_block, first_of
-from ._run_writers import TRAIN, RunWriters
+from ...writer import SummaryWriter
+from ...writer._common.checks import describe
+from .conv_filter_images import feature_map_images, filter_images
+from .._mxnet.blocks import LayerProbe, context_of, find_block, first_of
+from .._common.run_writers import TRAIN, RunWriters
 
 
 def check_conv_filters(value: Any) -> Union[bool, str]:
@@ -93,8 +93,8 @@ def write_filters(w: SummaryWriter, name: str, weight: Any, maps: Any, step: int
                   zoom: Optional[int] = None) -> None:
     """``conv_filters/<name>`` from a convolution's ``weight`` (O, I, kh, kw) and, unless ``maps``
     is None, ``feature_maps/<name>`` from one sample's maps (1, C, H, W); NDArray ops only.
-    Shared by :class:`ConvFilters` and the Module callback (``_module_insight.py``); ``zoom``:
-    see :mod:`~gluon_tb.handlers._filter_images` (``None``: 24-pixel tiles)."""
+    Shared by :class:`ConvFilters` and the Module callback (``_module/insight.py``); ``zoom``:
+    see :mod:`~gluon_tb.handlers._options.conv_filter_images` (``None``: 24-pixel tiles)."""
     imgs, fmt = filter_images(weight, max_filters=max_filters, zoom=zoom)
     if fmt == "CHW":
         w.add_image(f"conv_filters/{name}", imgs, step, dataformats="CHW")

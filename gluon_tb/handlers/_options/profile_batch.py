@@ -10,7 +10,7 @@ table logged as Markdown text ``profile/operator_stats`` at the last profiled ba
 Outside the range no profiler function is called. It profiles once per handler.
 
 (``TensorBoardCallback``: ``Module.fit`` calls nothing before a batch, so the profiler is started at
-the callback before batch ``start``; ``_module_insight.py``'s :class:`~._module_insight.ModuleProfiler`.)
+the callback before batch ``start``; ``_module/insight.py``'s :class:`~._module_insight.ModuleProfiler`.)
 
 Steps: each profiled batch is marked in the trace, on the profiler's own clock, by an
 ``mx.profiler.Task`` ``train <k>`` in the domain ``gluon_tb.step``, which the XSpace builder turns
@@ -57,10 +57,10 @@ import tempfile
 import threading
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..writer._common.checks import describe, is_python_int
-from ..writer import SummaryWriter
-from ..writer._common.profile_steps import STEP_DOMAIN, STEP_EVENT, WAIT_EVENT
-from ._run_writers import TRAIN_BATCH, RunWriters, logger
+from ...writer._common.checks import describe, is_python_int
+from ...writer import SummaryWriter
+from ...writer._common.profile_steps import STEP_DOMAIN, STEP_EVENT, WAIT_EVENT
+from .._common.run_writers import TRAIN_BATCH, RunWriters, logger
 
 TEXT_TAG = "profile/operator_stats"
 

@@ -13,7 +13,7 @@ Everything is Python: no NDArray is read.
 * The samples of a batch are its size along the batch axis of its first input (the
   ``DataDesc``'s layout: ``"NCHW"`` and ``"NT"`` 0, ``"TNC"`` 1), padded rows included, as
   MXNet's ``Speedometer`` counts them; the seconds run from the epoch's ``tic`` to ``epoch_end``.
-* The wait for input (``_input_wait.py``) is the time spent in the training iterator's ``next()``,
+* The wait for input (``_common/input_wait.py``) is the time spent in the training iterator's ``next()``,
   which ``Module.fit`` calls inside each batch: :class:`FetchTimer` wraps that method on the
   iterator object from the first batch of a ``fit`` to its end (so an epoch-0 first fetch, made
   before any callback, is not counted; nor are iterators whose ``__next__`` does not call
@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 from typing import Any, List, Mapping, Optional, Tuple
 
-from ._module_insight import executor_module
+from .insight import executor_module
 
 
 def batch_samples(module: Any, data_batch: Any) -> int:

@@ -4,8 +4,8 @@ from __future__ import annotations
 import logging
 from typing import Any, Tuple
 
-from ..writer import SummaryWriter
-from ._run_writers import TRAIN, RunWriters
+from ...writer import SummaryWriter
+from .._common.run_writers import TRAIN, RunWriters
 
 
 def image_format(shape: Tuple[Any, ...]) -> str:
