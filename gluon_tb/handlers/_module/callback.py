@@ -12,22 +12,22 @@ from .._common.checks import (ParamFilter, check_choice, check_positive_int_or_n
                               param_selector)
 from .._options.param_histograms import SAMPLE, sampled
 from .._options.distributed import DISTRIBUTED, Worker, WorkerMean, detect, place
-from .._options.conv_filters import check_conv_filters
+from .._options.conv_filters import ModuleFilters, check_conv_filters
 from .._options.grad_health import GradHealth, HealthMonitor, check_grad_health
 from .._mxnet.metric_names import scores
 from .slots import (BATCH_END, EPOCH_END, EVAL_BATCH_END, EVAL_END, fit_callbacks, is_batch_param,
                     missing_slots, reroute)
-from .insight import (ModuleFilters, ModuleProfiler, ModuleProjector, ModuleWordVectors, executor_module,
-                      module_gradients)
+from .executors import executor_module, module_gradients
 from .._common.input_wait import InputWait
 from .rates import ModuleRates
-from .._options.embeddings import Embeddings, check_embeddings
+from .._options.embeddings import Embeddings, ModuleProjector, check_embeddings
 from .._options.resume import ModuleSteps, graph_logged_before
 from .._common.keras_names import known_names
 from .._common.run_writers import ON_ERROR, TRAIN, TRAIN_BATCH, VALIDATION, RunWriters
 from .._common.schedule import Period, schedule
 from .._mxnet.symbols import graph_symbol
-from .._options.word_vectors import WordVectors, check_word_vectors
+from .._options.profile_batch import ModuleProfiler
+from .._options.word_vectors import ModuleWordVectors, WordVectors, check_word_vectors
 
 __all__ = ["TensorBoardCallback"]
 
@@ -64,7 +64,7 @@ class TensorBoardCallback:
     run at its own step; a second ``fit`` with the same callback goes on after the first
     (``_options/resume.py``'s :class:`ModuleSteps`). The
     see-inside options log what :class:`~._estimator.TensorBoardHandler`'s do, under the same tags
-    (``_module/insight.py`` says how they work on a symbol).
+    (each option's file in ``_options/`` says how its Module part works from the symbol).
 
     :meth:`fit_callbacks` fills every slot of ``fit`` (with your own callbacks after its entries).
     By hand: the object itself in ``batch_end_callback``, its :meth:`epoch_end` in

@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 from typing import Any, List, Mapping, Optional, Tuple
 
-from .insight import executor_module
+from .executors import executor_module
 
 
 def batch_samples(module: Any, data_batch: Any) -> int:

@@ -2,7 +2,7 @@
 
 Which layer: a Conv2D of the Gluon net named by ``conv_filters`` (its block name, with or
 without the net's prefix), or the first one for ``conv_filters=True``; the Module callback
-finds a 2-D ``Convolution`` of its symbol instead (``_module/insight.py``). The first input of
+finds a 2-D ``Convolution`` of its symbol instead (:class:`ModuleFilters`). The first input of
 the first training batch is kept (copied on MXNet's engine to the net's device) and used for
 the feature maps of every epoch, so the maps of different epochs are comparable; a
 :class:`~gluon_tb.handlers._mxnet.blocks.LayerProbe` reads the layer's output for it. The images
@@ -12,13 +12,14 @@ writer, for both adapters.
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional, Union
+from typing import Any, Optional, Tuple, Union
 
 from ...writer import SummaryWriter
 from ...writer._common.checks import describe
 from .conv_filter_images import feature_map_images, filter_images
 from .._mxnet.blocks import LayerProbe, context_of, find_block, first_of
 from .._common.run_writers import TRAIN, RunWriters
+from .._mxnet.symbols import SymbolProbe, conv_layer, layer_output
 
 
 def check_conv_filters(value: Any) -> Union[bool, str]:
@@ -93,7 +94,7 @@ def write_filters(w: SummaryWriter, name: str, weight: Any, maps: Any, step: int
                   zoom: Optional[int] = None) -> None:
     """``conv_filters/<name>`` from a convolution's ``weight`` (O, I, kh, kw) and, unless ``maps``
     is None, ``feature_maps/<name>`` from one sample's maps (1, C, H, W); NDArray ops only.
-    Shared by :class:`ConvFilters` and the Module callback (``_module/insight.py``); ``zoom``:
+    Shared by :class:`ConvFilters` and the Module callback's :class:`ModuleFilters`; ``zoom``:
     see :mod:`~gluon_tb.handlers._options.conv_filter_images` (``None``: 24-pixel tiles)."""
     imgs, fmt = filter_images(weight, max_filters=max_filters, zoom=zoom)
     if fmt == "CHW":
@@ -103,3 +104,61 @@ def write_filters(w: SummaryWriter, name: str, weight: Any, maps: Any, step: int
     if maps is not None:
         w.add_images(f"feature_maps/{name}", feature_map_images(maps, max_maps=max_filters, zoom=zoom), step,
                      dataformats="NCHW")
+
+
+def _cpu_copy(x: Any, n: Optional[int] = None) -> Any:
+    import mxnet as mx
+
+    return (x if n is None else x[:n]).copyto(mx.cpu())  # a new array, copied on the engine
+
+
+def _batch(data_batch: Any) -> Any:
+    return data_batch[0] if isinstance(data_batch, (list, tuple)) and data_batch else data_batch
+
+
+class ModuleFilters:
+    """``conv_filters`` for Module: ``conv_filters/<layer>`` and ``feature_maps/<layer>`` in run
+    ``train`` at each epoch end.
+
+    The weight of a 2-D ``Convolution`` of the symbol (from ``arg_params`` at epoch end) is the
+    filter grid; its ``<name>_output`` for the first input of the first batch (kept as a host
+    copy) gives the feature maps, computed by a :class:`SymbolProbe` on the module's parameters
+    at epoch end, not on the training path.
+    """
+
+    def __init__(self, value: Union[bool, str], out: RunWriters, max_filters: int = 64) -> None:
+        self._layer = value if isinstance(value, str) else None
+        self._out, self._max = out, max_filters
+        self._symbol: Any = None
+        self._conv: Optional[Tuple[str, str]] = None
+        self._probe: Optional[SymbolProbe] = None
+        self._sample: Any = None  # {data name: 1-sample host copy}, or False: not images
+
+    def see_batch(self, module: Any, data_batch: Any) -> None:
+        """Find the layer (ValueError naming it) and keep the first input of the first batch."""
+        if module.symbol is not self._symbol:
+            self._symbol = module.symbol
+            self._conv = conv_layer(self._symbol, self._layer)
+            self._probe = SymbolProbe([layer_output(self._symbol, self._conv[0])])
+        b = _batch(data_batch)
+        if self._sample is not None or b is None or not getattr(b, "data", None):
+            return
+        if len(b.data[0].shape) != 4:
+            self._out.say_once("maps", f"gluon_tb: inputs of shape {tuple(b.data[0].shape)} are not "
+                               "N×C×H×W; feature maps are not logged", logging.WARNING)
+            self._sample = False
+            return
+        self._sample = {n: _cpu_copy(x, 1) for n, x in zip(module.data_names, b.data)}
+
+    def epoch_end(self, epoch: int, arg_params: Any, aux_params: Any) -> None:
+        if self._conv is not None and arg_params:
+            self._out.call(TRAIN, self._log, self._conv, epoch, arg_params, aux_params)
+
+    def _log(self, w: SummaryWriter, conv: Tuple[str, str], epoch: int, arg_params: Any,
+             aux_params: Any) -> None:
+        name, weight = conv
+        maps = None
+        probe = self._probe  # made with the layer, before any sample is kept
+        if self._sample and probe is not None:
+            maps = probe(self._sample, arg_params, aux_params)[0]
+        write_filters(w, name, arg_params[weight], maps, epoch, self._max)

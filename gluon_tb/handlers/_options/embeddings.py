@@ -24,6 +24,7 @@ from .._mxnet.hooks import wrap
 from .._common.run_writers import TRAIN, RunWriters
 from .images import image_format
 from .._common.schedule import every_epochs
+from .._mxnet.symbols import SymbolProbe, classifier_input, layer_output
 
 
 class Embeddings:
@@ -184,3 +185,67 @@ def _as_labels(y: Any) -> Any:
 
 def _sprite(x: Any) -> Union[None, Any]:
     return x if image_format(tuple(x.shape)) else None  # floats: the writer's one rule (pixels.py)
+
+
+class ModuleProjector(Projector):
+    """The projector option for Module: the sample from ``Embeddings(data=)`` or ``eval_data``.
+
+    The held-out sample (``Embeddings(data=...)``, else the first inputs of ``fit``'s
+    ``eval_data``, read once when first logged) goes through the symbol up to the input of the
+    layer that feeds the loss output (or ``Embeddings(layer=...)``); predicted labels are the
+    ``argmax`` of that prediction layer's output.
+    """
+
+    def __init__(self, cfg: Embeddings, out: RunWriters) -> None:
+        super().__init__(cfg, out)
+        self._symbol: Any = None
+        self._module: Any = None
+        self._eval: Any = None
+
+    def see_fit(self, module: Any, eval_data: Any) -> None:
+        """At the first batch of a ``fit``: the module, its symbol and the validation iterator."""
+        self._module, self._eval = module, eval_data
+        if module.symbol is not self._symbol:
+            self._symbol = module.symbol
+            if self.cfg.layer:
+                feats, pred = layer_output(self._symbol, self.cfg.layer), classifier_input(self._symbol)[1]
+            else:
+                feats, pred = classifier_input(self._symbol)
+            self._probe = SymbolProbe([feats, pred])
+            self._data_name = module.data_names[0]
+
+    def log(self, step: int) -> None:
+        if self._have < self.cfg.samples and self._module is not None:
+            self._collect()
+        super().log(step)
+
+    def _collect(self) -> None:
+        import mxnet as mx
+
+        src = self.cfg.data if self.cfg.data is not None else self._eval
+        if src is None:
+            return
+        if not isinstance(src, mx.io.DataIter):
+            self._take_from(src)
+            return
+        src.reset()
+        try:
+            for b in src:
+                if not b.label:
+                    self._out.say_once("emb-labels", "gluon_tb: the held-out batches have no labels; "
+                                       "embeddings are not logged", logging.WARNING)
+                    self._have = self.cfg.samples
+                    return
+                n = int(b.data[0].shape[0]) - int(b.pad or 0)
+                self._keep([b.data[0][:n], b.label[0][:n]])
+                if self._have >= self.cfg.samples:
+                    break
+        finally:
+            src.reset()
+
+    def _embed(self, x: Any) -> Any:
+        import mxnet as mx
+
+        arg_params, aux_params = self._module.get_params()
+        feats, pred = self._probe({self._data_name: x}, arg_params, aux_params)
+        return mx.nd.flatten(feats), (pred.argmax(axis=-1) if len(pred.shape) > 1 else pred)

@@ -10,7 +10,7 @@ table logged as Markdown text ``profile/operator_stats`` at the last profiled ba
 Outside the range no profiler function is called. It profiles once per handler.
 
 (``TensorBoardCallback``: ``Module.fit`` calls nothing before a batch, so the profiler is started at
-the callback before batch ``start``; ``_module/insight.py``'s :class:`~._module_insight.ModuleProfiler`.)
+the callback before batch ``start``; :class:`ModuleProfiler` below.)
 
 Steps: each profiled batch is marked in the trace, on the profiler's own clock, by an
 ``mx.profiler.Task`` ``train <k>`` in the domain ``gluon_tb.step``, which the XSpace builder turns
@@ -272,3 +272,57 @@ def _give_back(mx: Any) -> None:
             call()
         except Exception:  # noqa: BLE001 - already failing; the first error is the one reported
             pass
+
+
+class ModuleProfiler:
+    """``profile_batch`` for ``Module.fit``, which calls nothing before a batch: the profiler is
+    started at the last callback before batch ``start``.
+
+    That is ``batch_end`` of ``start - 1`` inside an epoch; across epochs, ``eval_end`` (or
+    ``epoch_end`` without ``eval_data``), so that the epoch's validation is not profiled. The
+    first batch of a ``fit`` has no callback before it: ``start`` 0 is refused here, and a
+    resumed (or second) ``fit`` whose first batch is in the range is profiled from its next
+    batch, with one warning. It stops at ``batch_end`` of ``stop``, or of ``fit``'s last batch
+    when the range goes on past it (before the last validation), or at the end of ``fit`` (or at
+    ``close``) when that batch was not seen.
+    """
+
+    def __init__(self, value: Any, out: RunWriters) -> None:
+        batches = check_profile_batch(value)
+        if batches is not None and batches[0] == 0:
+            raise ValueError(f"profile_batch cannot start at global batch 0 with TensorBoardCallback: "
+                             f"Module.fit calls no callback before its first batch, so the profiler "
+                             f"cannot be started before it; start at 1 (profile_batch=(1, ...)), got {value!r}")
+        self._prof = BatchProfiler(batches, out, waits=False) if batches else None
+        self._out = out
+
+    def batch_end(self, k: int, first: bool, last_of_epoch: bool, last_of_fit: bool) -> None:
+        """Last in ``batch_end`` of global batch ``k``: stop after ``stop`` (or ``fit``'s last
+        batch), start before ``k + 1``."""
+        p = self._prof
+        if p is None:
+            return
+        p.batch_end(k)
+        if last_of_epoch:  # the next step starts after the epoch's validation (between_epochs)
+            p.drop_step()
+        if last_of_fit:
+            p.finish(k)
+        if not p.done and p.start <= k <= p.stop:  # batch k ran, unprofiled: nothing came before it
+            then = f"profiling from batch {k + 1}" if k < p.stop else "nothing is profiled"
+            why = ("is the first of this fit, and Module.fit calls no callback before its first batch"
+                   if first else "came after an epoch's end without a callback (pass cb.epoch_end as "
+                   "epoch_end_callback and cb.eval_end as eval_end_callback)")
+            self._out.say_once("profile-start", f"gluon_tb: profile_batch: global batch {k} {why}; {then}",
+                               logging.WARNING)
+        if not last_of_epoch:
+            p.batch_begin(k + 1)
+
+    def between_epochs(self, step: int) -> None:
+        """After an epoch that is not ``fit``'s last, and its validation: before global batch ``step``."""
+        if self._prof is not None:
+            self._prof.batch_begin(step)
+
+    def finish(self, last: int) -> None:
+        """The end of ``fit`` (or ``close``): a range that goes on past it ends at batch ``last``."""
+        if self._prof is not None:
+            self._prof.finish(last)

@@ -15,12 +15,12 @@ NDArray (``nd.take`` of the rows where they are not all, in order): nothing is r
 training thread.
 
 ``TensorBoardCallback`` (``Module.fit``) logs the same from a symbol's ``Embedding`` operator:
-``_module/insight.py``'s :class:`~._module_insight.ModuleWordVectors`.
+:class:`ModuleWordVectors` below.
 """
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Tuple
 
 from ...writer._common.checks import describe, is_python_number
 from .._mxnet.blocks import blocks, match_block
@@ -28,6 +28,7 @@ from ...writer import SummaryWriter
 from .._common.checks import check_option, check_positive_int_or_none
 from .._common.run_writers import TRAIN, RunWriters
 from .._common.schedule import every_epochs
+from .._mxnet.symbols import _graph
 
 
 class WordVectors:
@@ -182,3 +183,41 @@ class WordVectorsLogger:
             weight = mx.nd.take(weight, self._take.as_in_context(weight.context), axis=0)
         w.add_embedding(self.cfg.tag, weight, labels=self._labels, global_step=step)
 
+
+def embedding_layer(symbol: Any, name: Optional[str]) -> Tuple[str, int]:
+    """``(weight argument name, rows)`` of the ``Embedding`` operator ``name`` of ``symbol``, or its first."""
+    nodes = _graph(symbol)["nodes"]
+    embs = [n for n in nodes if n["op"] == "Embedding"]
+    if name is None and not embs:
+        ops = ", ".join(n["name"] for n in nodes if n["op"] != "null")
+        raise ValueError(f"word_vectors needs an Embedding layer, and the symbol has none (its layers are {ops})")
+    node = embs[0] if name is None else next((n for n in embs if n["name"] == name), None)
+    if node is None:
+        kind = next((n["op"] for n in nodes if n["name"] == name), None)
+        got = f"a {kind}" if kind else "not a layer of the symbol"
+        raise ValueError(f"word_vectors: layer must name an Embedding of the symbol "
+                         f"({', '.join(n['name'] for n in embs) or 'it has none'}), got {name!r} ({got})")
+    return nodes[node["inputs"][1][0]]["name"], int(node.get("attrs", {})["input_dim"])
+
+
+class ModuleWordVectors(WordVectorsLogger):
+    """``word_vectors`` for Module: the Embedding operator's weight from ``arg_params`` at epoch end."""
+
+    def __init__(self, cfg: Any, out: RunWriters) -> None:
+        super().__init__(cfg, out)
+        self._symbol: Any = None
+        self._arg = ""
+
+    def see_symbol(self, symbol: Any) -> None:
+        """At the first batch of a ``fit``: find the Embedding, check the vocabulary (ValueError)."""
+        if symbol is not self._symbol:
+            self._arg, rows = embedding_layer(symbol, self.cfg.layer)
+            self.choose(rows)
+            self._symbol = symbol
+
+    def see_params(self, arg_params: Any) -> None:
+        """At epoch end, before :meth:`epoch_end` or :meth:`log`: the weight to log."""
+        self._weight = (arg_params or {}).get(self._arg)
+
+    def _array(self) -> Any:
+        return self._weight
