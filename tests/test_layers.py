@@ -194,3 +194,36 @@ def test_every_argument_of_the_writer_is_documented():
     params = list(inspect.signature(SummaryWriter).parameters)
     assert len(params) == 11
     assert [p for p in params if not re.search(rf"^\s+{p}: \S", args, re.M)] == []
+
+
+@pytest.mark.parametrize("name", ["TensorBoardHandler", "TensorBoardCallback"])
+def test_every_argument_of_both_adapters_is_documented(name):
+    """help() of each adapter lists every constructor argument in its Args section."""
+    import inspect
+    import re
+
+    import gluon_tb.handlers
+
+    cls = getattr(gluon_tb.handlers, name)
+    args = cls.__doc__.split("Args:", 1)[1]
+    params = [p for p in inspect.signature(cls).parameters if p != "self"]
+    assert len(params) >= 18
+    assert [p for p in params if not re.search(rf"^\s+{p}: \S", args, re.M)] == []
+
+
+def test_each_option_is_the_file_named_after_it():
+    """A see-inside option is ``handlers/_options/<its argument name>.py``, which holds its check and
+    both adapters' parts; the registry lists it, and both adapters take it as an argument."""
+    import inspect
+
+    from gluon_tb.handlers import TensorBoardCallback, TensorBoardHandler
+    from gluon_tb.handlers._options.protocol import Part
+    from gluon_tb.handlers._options.registry import OPTIONS
+
+    assert [o.name for o in OPTIONS] == ["conv_filters", "embeddings", "grad_health", "word_vectors", "profile_batch"]
+    for o in OPTIONS:
+        assert (PKG / "handlers" / "_options" / f"{o.name}.py").exists(), o.name
+        for part in (o.gluon, o.module):
+            assert issubclass(part, Part) and part.__module__ == f"gluon_tb.handlers._options.{o.name}", part
+        for adapter in (TensorBoardHandler, TensorBoardCallback):
+            assert o.name in inspect.signature(adapter).parameters

@@ -28,7 +28,7 @@ MXNet does not call ``train_end`` when ``fit`` raises; the wrappers are bound to
 call that made them and remove themselves at their first call outside it (``_mxnet/hooks.py``).
 A handler's first ``fit`` continues a resumed training's steps (``_options/resume.py``). The
 see-inside options (filters, projector, word vectors, gradient health, profiler) are handed
-their events by one part, ``_estimator/insight.py``.
+their events through ``_options/registry.py``'s :class:`Parts`, in the protocol of ``_options/protocol.py``.
 """
 from __future__ import annotations
 
@@ -46,11 +46,12 @@ from .._common.checks import (ParamFilter, check_choice, check_hparams, check_po
 from .._mxnet.metric_windows import BatchMetrics
 from .._options.distributed import DISTRIBUTED, Worker
 from .epoch_values import EpochValues
-from .insight import EstimatorInsight
 from .._options.grad_health import GradHealth
 from .._options.param_histograms import SAMPLE, ParamHistograms
 from .._mxnet.hooks import FitScope, Wrap, wrap
 from .._options.embeddings import Embeddings
+from .._options.protocol import Batch, Epoch, Fit
+from .._options.registry import GLUON, Parts
 from .._options.word_vectors import WordVectors
 from .._common.input_wait import InputWait
 from .._options.images import log_first_batch
@@ -189,10 +190,9 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
         self._taps: List[Wrap] = []
         self._windows = BatchMetrics()  # (no "metric" in the name: MXNet checks such attributes)
         self._waits = InputWait(self._out)
-        self._see = EstimatorInsight(self._out, self._hist, conv_filters=conv_filters, embeddings=embeddings,
-                                     word_vectors=word_vectors, grad_health=grad_health,
-                                     profile_batch=profile_batch)
-        self._hists = ParamHistograms(self._out, self._hist, param_selector(params), self._see.health,
+        self._parts = Parts(GLUON, self._out, self._hist, conv_filters=conv_filters, embeddings=embeddings,
+                            grad_health=grad_health, word_vectors=word_vectors, profile_batch=profile_batch)
+        self._hists = ParamHistograms(self._out, self._hist, param_selector(params), self._parts.health,
                                       check_positive_int_or_none(histogram_sample, "histogram_sample"))
 
     @property
@@ -208,7 +208,7 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
     @property
     def health_events(self) -> Dict[str, int]:
         """``{detector: batch}`` of the ``grad_health`` detectors that fired (empty without it)."""
-        return dict(self._see.health.fired) if self._see.health else {}
+        return dict(self._parts.health.fired) if self._parts.health else {}
 
     def close(self) -> None:
         """Write everything logged and close the event files (``train_end`` does it too; a later
@@ -224,7 +224,7 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
     # ------------------------------------------------------------ events
     def train_begin(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
         self._remove_taps()
-        self._see.check(estimator.net)  # raises before anything is hooked
+        self._parts.prepare(Fit(net=estimator.net, estimator=estimator))  # raises before anything is hooked
         scope = self._scope = FitScope(estimator)
         keep_first(scope.fit_locals(), self)  # listed twice: acts once
         if not self._fits:
@@ -250,9 +250,8 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
                 self._out.say_once("tap", "gluon_tb: cannot hook the trainer; gradients are not logged",
                                    logging.WARNING)
             self._taps.extend(t for t in (tap, fit) if t is not None)
-        hook = self._see.train_begin(estimator, scope, self._abandon)
-        if hook is not None:
-            self._taps.append(hook)
+        self._taps.extend(self._parts.begin(Fit(net=estimator.net, estimator=estimator, scope=scope,
+                                                on_dead=self._abandon)))
 
     def epoch_begin(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
         self._in_epoch = 0
@@ -262,7 +261,7 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
 
     def batch_begin(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
         self._waits.batch_begin()
-        self._see.batch_begin(self._step)
+        self._parts.batch_begin(self._step)
 
     def batch_end(self, estimator: Any, *args: Any, **kwargs: Any) -> bool:
         k = self._step
@@ -285,10 +284,11 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
         if not self._graph_done:
             self._add_graph(estimator.net)
         self._hists.batch_end(k)
-        self._see.batch_end(k, batch, self._in_epoch == 0)
+        self._parts.batch_end(Batch(k, first_of_epoch=self._in_epoch == 0, data=batch, trainer=estimator.trainer,
+                                    losses=losses))
         self._step += 1
         self._in_epoch += 1
-        stop = self._see.finish_batch(estimator.trainer, losses, self._epochs.worker.size)
+        stop = self._parts.stop_requested(self._epochs.worker.size)
         self._waits.batch_end()  # from here to the next batch_begin: waiting for the next batch
         return stop
 
@@ -297,13 +297,14 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
         self._epochs.epoch_end(estimator, e)
         self._waits.epoch_end(e)
         self._hists.epoch_end(last, self._in_epoch, self._step)
-        self._see.epoch_end(e)
+        self._parts.epoch_end(Epoch(e, trainer=estimator.trainer))
         self._epoch += 1
-        return self._see.finish_epoch(estimator.trainer, self._epochs.worker.size)
+        return self._parts.stop_requested(self._epochs.worker.size)
 
     def train_end(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
         self._unhook()
-        self._see.train_end(self._step - 1, max(self._epoch - 1, 0))
+        self._parts.end(self._step - 1, max(self._epoch - 1, 0))
+        self._parts.close()
         if self._hparams is not None:
             final = dict(self._epochs.final)  # floats, or NDArrays the writer thread reads
             self._out.call(TRAIN, SummaryWriter.add_hparams, self._hparams, final,
@@ -324,7 +325,7 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
     def _abandon(self) -> None:
         """The ``fit`` that hooked the trainer raised (no ``train_end``): unhook, close everything."""
         self._unhook()
-        self._see.abandon(self._step - 1)
+        self._parts.abandon(self._step - 1)
         self._out.close()
 
     def _start_at(self, start: Any) -> None:

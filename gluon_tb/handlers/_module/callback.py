@@ -12,22 +12,22 @@ from .._common.checks import (ParamFilter, check_choice, check_positive_int_or_n
                               param_selector)
 from .._options.param_histograms import SAMPLE, sampled
 from .._options.distributed import DISTRIBUTED, Worker, WorkerMean, detect, place
-from .._options.conv_filters import ModuleFilters, check_conv_filters
-from .._options.grad_health import GradHealth, HealthMonitor, check_grad_health
+from .._options.grad_health import GradHealth
 from .._mxnet.metric_names import scores
 from .slots import (BATCH_END, EPOCH_END, EVAL_BATCH_END, EVAL_END, fit_callbacks, is_batch_param,
                     missing_slots, reroute)
 from .executors import executor_module, module_gradients
 from .._common.input_wait import InputWait
 from .rates import ModuleRates
-from .._options.embeddings import Embeddings, ModuleProjector, check_embeddings
+from .._options.embeddings import Embeddings
 from .._options.resume import ModuleSteps, graph_logged_before
 from .._common.keras_names import known_names
 from .._common.run_writers import ON_ERROR, TRAIN, TRAIN_BATCH, VALIDATION, RunWriters
 from .._common.schedule import Period, schedule
 from .._mxnet.symbols import graph_symbol
-from .._options.profile_batch import ModuleProfiler
-from .._options.word_vectors import ModuleWordVectors, WordVectors, check_word_vectors
+from .._options.protocol import Batch, Epoch, Fit
+from .._options.registry import MODULE, Parts
+from .._options.word_vectors import WordVectors
 
 __all__ = ["TensorBoardCallback"]
 
@@ -166,20 +166,8 @@ class TensorBoardCallback:
         self._dist_mode = check_choice(distributed, "distributed", DISTRIBUTED)
         self._worker: Optional[Worker] = None
         self._mean = WorkerMean(Worker())
-        filt, emb, health = check_conv_filters(conv_filters), check_embeddings(embeddings), \
-            check_grad_health(grad_health)
-        if health is not None and self._hist.never:
-            raise ValueError("grad_health runs on the histogram schedule: histogram_period must "
-                             "not be None when grad_health is set")
-        if health is not None and health.stop:
-            raise ValueError(f"grad_health: a callback cannot stop Module.fit, so GradHealth(stop=...) "
-                             f"must be False with TensorBoardCallback, got stop={sorted(health.stop)}")
-        self._filters = ModuleFilters(filt, self._out) if filt else None
-        self._proj = ModuleProjector(emb, self._out) if emb else None
-        self._health = HealthMonitor(health, self._out) if health else None
-        words = check_word_vectors(word_vectors)
-        self._words = ModuleWordVectors(words, self._out) if words else None
-        self._prof = ModuleProfiler(profile_batch, self._out)
+        self._parts = Parts(MODULE, self._out, self._hist, conv_filters=conv_filters, embeddings=embeddings,
+                            grad_health=grad_health, word_vectors=word_vectors, profile_batch=profile_batch)
         self._rates = ModuleRates()
         self._waits = InputWait(self._out)
         self._last_epoch = -1  # the last epoch of the running fit (from its num_epoch)
@@ -194,7 +182,7 @@ class TensorBoardCallback:
     @property
     def health_events(self) -> Dict[str, int]:
         """``{detector: batch}`` of the ``grad_health`` detectors that fired (empty without it)."""
-        return dict(self._health.fired) if self._health else {}
+        return dict(self._parts.health.fired) if self._parts.health else {}
 
     @property
     def resumed_from(self) -> str:
@@ -223,8 +211,8 @@ class TensorBoardCallback:
         if self._worker is None:
             self._join(module)
         begins = param.nbatch == 0 and param.epoch == local.get("begin_epoch", -1)
-        if begins and self._words and module is not None:
-            self._words.see_symbol(module.symbol)  # a ValueError before anything is written
+        if begins and module is not None:
+            self._parts.prepare(Fit(module=module))  # a ValueError before anything is written
         if begins:
             self._steps.fit_begins(local, self._out)  # before the first write: it may purge
             for key, msg in missing_slots(self, local):
@@ -250,14 +238,13 @@ class TensorBoardCallback:
             return
         if begins:
             self._fit_begins(module, local)
-        if self._filters:
-            self._filters.see_batch(module, local.get("data_batch"))
-        if self._hist.due(k) or (self._hist.per_epoch and local.get("end_of_batch")):
+        due = bool(self._hist.due(k) or (self._hist.per_epoch and local.get("end_of_batch")))
+        if due:
             self._check_params(module, k)
-        elif self._health:
-            self._health.settle()
         ends = bool(local.get("end_of_batch"))
-        self._prof.batch_end(k, begins, ends, ends and param.epoch == self._last_epoch)  # last: may start it
+        self._parts.batch_end(Batch(k, data=local.get("data_batch"), module=module, first_of_fit=begins,
+                                    last_of_epoch=ends, last_of_fit=ends and param.epoch == self._last_epoch,
+                                    histograms_due=due))
 
     def epoch_end(self, epoch: int, symbol: Any = None, arg_params: Optional[Mapping[str, Any]] = None,
                   aux_params: Optional[Mapping[str, Any]] = None) -> None:
@@ -290,22 +277,11 @@ class TensorBoardCallback:
                 self._out.call(TRAIN_BATCH, SummaryWriter.add_histograms, arrays, step)
         if self._out.muted:
             return
-        if self._filters:
-            self._filters.epoch_end(epoch, arg_params, aux_params)
-        if self._proj and last:  # validation leaves the weights as they are
-            self._proj.log(epoch)
-        elif self._proj:
-            self._proj.epoch_end(epoch)
-        if self._words:
-            self._words.see_params(arg_params)
-            if last:
-                self._words.log(epoch)
-            else:
-                self._words.epoch_end(epoch)
+        self._parts.epoch_end(Epoch(epoch, last_of_fit=last, arg_params=arg_params, aux_params=aux_params))
         if last and (not self._has_eval or self._evals == 0):
             self._fit_ends()  # no validation follows (or no eval_end to see it)
         elif not last and not self._has_eval:
-            self._prof.between_epochs(self._steps.step)
+            self._parts.between(self._steps.step)
 
     def eval_end(self, param: Any, *epoch_end_args: Any) -> None:
         """``eval_end_callback``: the validation values of the epoch.
@@ -325,7 +301,7 @@ class TensorBoardCallback:
         if param.epoch == self._last_epoch and not self._out.muted:
             self._fit_ends()
         elif not self._out.muted:
-            self._prof.between_epochs(self._steps.step)  # after the validation
+            self._parts.between(self._steps.step)  # after the validation
 
     def fit_callbacks(self, *, batch_end_callback: Any = None, epoch_end_callback: Any = None,
                       eval_end_callback: Any = None, eval_batch_end_callback: Any = None
@@ -352,11 +328,9 @@ class TensorBoardCallback:
 
     def close(self) -> None:
         """Write everything and close the event files (logging again opens new ones)."""
-        self._prof.finish(self._steps.step - 1)  # a range cut short by a fit that raised
+        self._parts.end(self._steps.step - 1, self._last_epoch)  # a profiled range cut short by a fit that raised
         self._rates.fetches.release()
         self._windows.stop()
-        if self._health:
-            self._health.settle(wait=True)
         self._out.close()
 
     def __enter__(self) -> "TensorBoardCallback":
@@ -374,17 +348,12 @@ class TensorBoardCallback:
         self._last_epoch = int(local.get("num_epoch") or 0) - 1
         self._has_eval = local.get("eval_data") is not None
         self._evals = 0
-        if self._health:
-            self._health.forget()  # checks of an earlier fit that raised
-        if self._proj:
-            self._proj.see_fit(module, local.get("eval_data"))
+        self._parts.begin(Fit(module=module, eval_data=local.get("eval_data")))
 
     def _fit_ends(self) -> None:
         """The last epoch of ``fit`` is over: end a profiled range, judge the last checks, then flush."""
         self._rates.fetches.release()
-        self._prof.finish(self._steps.step - 1)
-        if self._health:
-            self._health.settle(wait=True)
+        self._parts.end(self._steps.step - 1, self._last_epoch)
         self._out.flush()
 
     def _check_params(self, module: Any, k: int) -> None:
@@ -404,9 +373,9 @@ class TensorBoardCallback:
         if grads:  # the batch's gradients: summed over devices, as backward left them (one event)
             self._out.call(TRAIN_BATCH, SummaryWriter.add_histograms,
                            {f"gradients/{n}": sampled(g, self._sample) for n, g in grads}, k)
-        if self._health:
-            self._health.observe(k, grads, params)
-            self._health.finish(trainer)
+        if self._parts.health:
+            self._parts.health.observe(k, grads, params)
+            self._parts.health.finish(trainer)
 
     def _join(self, module: Any) -> None:
         w = detect(module=module)

@@ -20,6 +20,7 @@ from .conv_filter_images import feature_map_images, filter_images
 from .._mxnet.blocks import LayerProbe, context_of, find_block, first_of
 from .._common.run_writers import TRAIN, RunWriters
 from .._mxnet.symbols import SymbolProbe, conv_layer, layer_output
+from .protocol import Batch, Epoch, Fit, Option, Part
 
 
 def check_conv_filters(value: Any) -> Union[bool, str]:
@@ -43,7 +44,7 @@ def pick_conv(net: Any, layer: Optional[str] = None) -> Any:
     return conv
 
 
-class ConvFilters:
+class ConvFilters(Part):
     """Logs ``conv_filters/<layer>`` and ``feature_maps/<layer>`` in run ``train`` at each epoch."""
 
     def __init__(self, value: Union[bool, str], out: RunWriters, max_filters: int = 64) -> None:
@@ -54,12 +55,17 @@ class ConvFilters:
         self._probe: Optional[LayerProbe] = None
         self._sample: Any = None
 
-    def train_begin(self, net: Any) -> None:
+    def begin(self, fit: Fit) -> None:
+        net = fit.net
         if net is not self._net:
             self.close()
             self._net, self._conv = net, pick_conv(net, self._layer)  # ValueError names the layer
 
-    def see_batch(self, batch: Any) -> None:
+    def batch_end(self, batch: Batch) -> None:
+        if batch.first_of_epoch:
+            self._see_batch(batch.data)
+
+    def _see_batch(self, batch: Any) -> None:
         """Keep the first input of the first ``[data, label]`` batch ever seen."""
         if self._sample is not None or not isinstance(batch, (list, tuple)) or not batch:
             return
@@ -71,10 +77,10 @@ class ConvFilters:
             return
         self._sample = x[:1].as_in_context(context_of(self._net)).copy()
 
-    def epoch_end(self, epoch: int) -> None:
+    def epoch_end(self, epoch: Epoch) -> None:
         if self._conv is None:
             return
-        self._out.call(TRAIN, self._log, epoch)
+        self._out.call(TRAIN, self._log, epoch.epoch)
 
     def _log(self, w: SummaryWriter, epoch: int) -> None:
         maps = None
@@ -116,7 +122,7 @@ def _batch(data_batch: Any) -> Any:
     return data_batch[0] if isinstance(data_batch, (list, tuple)) and data_batch else data_batch
 
 
-class ModuleFilters:
+class ModuleFilters(Part):
     """``conv_filters`` for Module: ``conv_filters/<layer>`` and ``feature_maps/<layer>`` in run
     ``train`` at each epoch end.
 
@@ -134,8 +140,9 @@ class ModuleFilters:
         self._probe: Optional[SymbolProbe] = None
         self._sample: Any = None  # {data name: 1-sample host copy}, or False: not images
 
-    def see_batch(self, module: Any, data_batch: Any) -> None:
+    def batch_end(self, batch: Batch) -> None:
         """Find the layer (ValueError naming it) and keep the first input of the first batch."""
+        module, data_batch = batch.module, batch.data
         if module.symbol is not self._symbol:
             self._symbol = module.symbol
             self._conv = conv_layer(self._symbol, self._layer)
@@ -150,9 +157,9 @@ class ModuleFilters:
             return
         self._sample = {n: _cpu_copy(x, 1) for n, x in zip(module.data_names, b.data)}
 
-    def epoch_end(self, epoch: int, arg_params: Any, aux_params: Any) -> None:
-        if self._conv is not None and arg_params:
-            self._out.call(TRAIN, self._log, self._conv, epoch, arg_params, aux_params)
+    def epoch_end(self, epoch: Epoch) -> None:
+        if self._conv is not None and epoch.arg_params:
+            self._out.call(TRAIN, self._log, self._conv, epoch.epoch, epoch.arg_params, epoch.aux_params)
 
     def _log(self, w: SummaryWriter, conv: Tuple[str, str], epoch: int, arg_params: Any,
              aux_params: Any) -> None:
@@ -162,3 +169,6 @@ class ModuleFilters:
         if self._sample and probe is not None:
             maps = probe(self._sample, arg_params, aux_params)[0]
         write_filters(w, name, arg_params[weight], maps, epoch, self._max)
+
+
+OPTION = Option("conv_filters", check_conv_filters, ConvFilters, ModuleFilters)

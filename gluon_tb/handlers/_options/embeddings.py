@@ -25,6 +25,7 @@ from .._common.run_writers import TRAIN, RunWriters
 from .images import image_format
 from .._common.schedule import every_epochs
 from .._mxnet.symbols import SymbolProbe, classifier_input, layer_output
+from .protocol import Epoch, Fit, Option, Part
 
 
 class Embeddings:
@@ -70,7 +71,7 @@ def check_embeddings(value: Any) -> Optional[Embeddings]:
                     f"got {describe(value)}")
 
 
-class Projector:
+class Projector(Part):
     """Collects the sample and logs the embedding; see the module docs."""
 
     def __init__(self, cfg: Embeddings, out: RunWriters) -> None:
@@ -82,8 +83,9 @@ class Projector:
         self._probe: Any = None  # a LayerProbe (the Module callback's projector: a SymbolProbe)
         self._logged = -1
 
-    def train_begin(self, estimator: Any, scope: Any = None, on_dead: Any = None) -> Any:
+    def begin(self, fit: Fit) -> Any:
         """Returns the validation hook (a ``Wrap``) to remove at the end, or None."""
+        estimator, scope, on_dead = fit.estimator, fit.scope, fit.on_dead
         net = estimator.net
         if net is not self._net:
             self.close()
@@ -127,9 +129,12 @@ class Projector:
         self._ys.append(y[:k].copy())
         self._have += k
 
-    def epoch_end(self, epoch: int) -> None:
-        if every_epochs(self.cfg.every, epoch):
-            self.log(epoch)
+    def epoch_end(self, epoch: Epoch) -> None:
+        if every_epochs(self.cfg.every, epoch.epoch):
+            self.log(epoch.epoch)
+
+    def end(self, last_step: int, last_epoch: int) -> None:
+        self.log(last_epoch)
 
     def log(self, step: int) -> None:
         if step == self._logged or self._probe is None:
@@ -202,9 +207,10 @@ class ModuleProjector(Projector):
         self._module: Any = None
         self._eval: Any = None
 
-    def see_fit(self, module: Any, eval_data: Any) -> None:
+    def begin(self, fit: Fit) -> None:
         """At the first batch of a ``fit``: the module, its symbol and the validation iterator."""
-        self._module, self._eval = module, eval_data
+        module = self._module = fit.module
+        self._eval = fit.eval_data
         if module.symbol is not self._symbol:
             self._symbol = module.symbol
             if self.cfg.layer:
@@ -213,6 +219,18 @@ class ModuleProjector(Projector):
                 feats, pred = classifier_input(self._symbol)
             self._probe = SymbolProbe([feats, pred])
             self._data_name = module.data_names[0]
+
+    def epoch_end(self, epoch: Epoch) -> None:
+        if epoch.last_of_fit:  # validation leaves the weights as they are
+            self.log(epoch.epoch)
+        else:
+            super().epoch_end(epoch)
+
+    def end(self, last_step: int, last_epoch: int) -> None:
+        """Logged at the last epoch's end already."""
+
+    def close(self) -> None:
+        """The probe binds per call: nothing to release, and a later ``fit`` uses it again."""
 
     def log(self, step: int) -> None:
         if self._have < self.cfg.samples and self._module is not None:
@@ -249,3 +267,6 @@ class ModuleProjector(Projector):
         arg_params, aux_params = self._module.get_params()
         feats, pred = self._probe({self._data_name: x}, arg_params, aux_params)
         return mx.nd.flatten(feats), (pred.argmax(axis=-1) if len(pred.shape) > 1 else pred)
+
+
+OPTION = Option("embeddings", check_embeddings, Projector, ModuleProjector)

@@ -52,6 +52,7 @@ from ...writer._common.threads import batch_scheduling
 from ...writer import SummaryWriter
 from .._common.checks import check_option, check_positive_int, check_positive_number
 from .._common.run_writers import TRAIN_BATCH, RunWriters, logger
+from .protocol import Batch, Epoch, Fit, Option, Part
 
 KINDS = ("nonfinite", "vanishing", "exploding")
 WINDOW = 5
@@ -341,3 +342,59 @@ class HealthMonitor:
         text = f"**{what}** at batch {step}:\n\n" + "\n".join(f"* {p}" for p in parts) + \
             (f"\n\n{stopping.strip()}" if stopping else "")
         self._out.call(TRAIN_BATCH, SummaryWriter.add_text, "grad_health", text, step)
+
+
+class GluonHealth(Part):
+    """``grad_health`` for the Estimator: the histogram hook observes, each batch and epoch end judges.
+
+    It hears every event on every worker: a worker that does not write observes nothing, so it
+    only settles what is pending.
+    """
+    runs_muted = True
+    rank = 1
+
+    def __init__(self, cfg: GradHealth, out: RunWriters) -> None:
+        self.monitor = HealthMonitor(cfg, out)
+
+    def begin(self, fit: Fit) -> None:
+        self.monitor.stop = False
+
+    def batch_end(self, batch: Batch) -> None:
+        self.monitor.finish(batch.trainer, batch.losses)
+
+    def epoch_end(self, epoch: Epoch) -> None:
+        self.monitor.finish(epoch.trainer)
+        self.monitor.settle()
+
+    def end(self, last_step: int, last_epoch: int) -> None:
+        self.monitor.settle(wait=True)  # every check judged (and its text queued) before closing
+
+    def abandon(self, last_step: int) -> None:
+        self.monitor.forget()
+
+
+class ModuleHealth(Part):
+    """``grad_health`` for Module: the callback observes due batches; here, what settles them.
+
+    A callback cannot stop ``Module.fit``, so ``GradHealth(stop=...)`` is refused.
+    """
+    rank = 1
+
+    def __init__(self, cfg: GradHealth, out: RunWriters) -> None:
+        if cfg.stop:
+            raise ValueError(f"grad_health: a callback cannot stop Module.fit, so GradHealth(stop=...) "
+                             f"must be False with TensorBoardCallback, got stop={sorted(cfg.stop)}")
+        self.monitor = HealthMonitor(cfg, out)
+
+    def begin(self, fit: Fit) -> None:
+        self.monitor.forget()  # checks of an earlier fit that raised
+
+    def batch_end(self, batch: Batch) -> None:
+        if not batch.histograms_due:
+            self.monitor.settle()
+
+    def end(self, last_step: int, last_epoch: int) -> None:
+        self.monitor.settle(wait=True)
+
+
+OPTION = Option("grad_health", check_grad_health, GluonHealth, ModuleHealth, on_histograms=True)

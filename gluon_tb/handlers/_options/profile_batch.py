@@ -55,12 +55,13 @@ import re
 import shutil
 import tempfile
 import threading
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 from ...writer._common.checks import describe, is_python_int
 from ...writer import SummaryWriter
 from ...writer._common.profile_steps import STEP_DOMAIN, STEP_EVENT, WAIT_EVENT
 from .._common.run_writers import TRAIN_BATCH, RunWriters, logger
+from .protocol import Batch, Epoch, Option, Part
 
 TEXT_TAG = "profile/operator_stats"
 
@@ -102,6 +103,17 @@ def check_profile_batch(value: Any) -> Optional[Tuple[int, int]]:
     if start < 0 or stop < start:
         raise ValueError(f"profile_batch must be {expect}, got {value!r}")
     return int(start), int(stop)
+
+
+class ProfileRange(NamedTuple):
+    """The checked ``profile_batch``: the batches, and the value as given (for the Module's error)."""
+    batches: Tuple[int, int]
+    given: Any
+
+
+def profile_range(value: Any) -> Optional[ProfileRange]:
+    batches = check_profile_batch(value)
+    return ProfileRange(batches, value) if batches is not None else None
 
 
 def stats_markdown(table: str) -> str:
@@ -274,7 +286,30 @@ def _give_back(mx: Any) -> None:
             pass
 
 
-class ModuleProfiler:
+class GluonProfiler(Part):
+    """``profile_batch`` for the Estimator: a step from each ``batch_begin`` to its ``batch_end``."""
+    rank = -1
+
+    def __init__(self, cfg: ProfileRange, out: RunWriters) -> None:
+        self._prof = BatchProfiler(cfg.batches, out)
+
+    def batch_begin(self, step: int) -> None:
+        self._prof.batch_begin(step)
+
+    def batch_end(self, batch: Batch) -> None:
+        self._prof.batch_end(batch.step)
+
+    def epoch_end(self, epoch: Epoch) -> None:
+        self._prof.drop_step()  # the next epoch's first step starts at its batch_begin
+
+    def end(self, last_step: int, last_epoch: int) -> None:
+        self._prof.finish(last_step)  # a fit that ended inside the range
+
+    def abandon(self, last_step: int) -> None:
+        self._prof.finish(last_step, log=False)
+
+
+class ModuleProfiler(Part):
     """``profile_batch`` for ``Module.fit``, which calls nothing before a batch: the profiler is
     started at the last callback before batch ``start``.
 
@@ -287,18 +322,23 @@ class ModuleProfiler:
     ``close``) when that batch was not seen.
     """
 
-    def __init__(self, value: Any, out: RunWriters) -> None:
-        batches = check_profile_batch(value)
-        if batches is not None and batches[0] == 0:
+    rank = -1
+    last_at_batch_end = True  # it opens the next batch's step
+
+    def __init__(self, cfg: ProfileRange, out: RunWriters) -> None:
+        batches, value = cfg
+        if batches[0] == 0:
             raise ValueError(f"profile_batch cannot start at global batch 0 with TensorBoardCallback: "
                              f"Module.fit calls no callback before its first batch, so the profiler "
                              f"cannot be started before it; start at 1 (profile_batch=(1, ...)), got {value!r}")
         self._prof = BatchProfiler(batches, out, waits=False) if batches else None
         self._out = out
 
-    def batch_end(self, k: int, first: bool, last_of_epoch: bool, last_of_fit: bool) -> None:
+    def batch_end(self, batch: Batch) -> None:
         """Last in ``batch_end`` of global batch ``k``: stop after ``stop`` (or ``fit``'s last
         batch), start before ``k + 1``."""
+        k, first, last_of_epoch, last_of_fit = batch.step, batch.first_of_fit, batch.last_of_epoch, \
+            batch.last_of_fit
         p = self._prof
         if p is None:
             return
@@ -317,12 +357,15 @@ class ModuleProfiler:
         if not last_of_epoch:
             p.batch_begin(k + 1)
 
-    def between_epochs(self, step: int) -> None:
+    def between(self, step: int) -> None:
         """After an epoch that is not ``fit``'s last, and its validation: before global batch ``step``."""
         if self._prof is not None:
             self._prof.batch_begin(step)
 
-    def finish(self, last: int) -> None:
-        """The end of ``fit`` (or ``close``): a range that goes on past it ends at batch ``last``."""
+    def end(self, last_step: int, last_epoch: int) -> None:
+        """The end of ``fit`` (or ``close``): a range that goes on past it ends at batch ``last_step``."""
         if self._prof is not None:
-            self._prof.finish(last)
+            self._prof.finish(last_step)
+
+
+OPTION = Option("profile_batch", profile_range, GluonProfiler, ModuleProfiler)

@@ -29,6 +29,7 @@ from .._common.checks import check_option, check_positive_int_or_none
 from .._common.run_writers import TRAIN, RunWriters
 from .._common.schedule import every_epochs
 from .._mxnet.symbols import _graph
+from .protocol import Epoch, Fit, Option, Part
 
 
 class WordVectors:
@@ -135,7 +136,7 @@ def find_embedding(net: Any, name: Optional[str]) -> Any:
                      f"({', '.join(repr(b.name) for b in found)}), got {name!r}")
 
 
-class WordVectorsLogger:
+class WordVectorsLogger(Part):
     """Finds the Embedding at ``train_begin`` and logs its rows; see the module docs."""
 
     def __init__(self, cfg: WordVectors, out: RunWriters) -> None:
@@ -145,9 +146,9 @@ class WordVectorsLogger:
         self._labels: List[str] = []
         self._logged = -1
 
-    def train_begin(self, net: Any) -> None:
+    def prepare(self, fit: Fit) -> None:
         """Find the Embedding and check the vocabulary against it (raises before training)."""
-        emb = find_embedding(net, self.cfg.layer)
+        emb = find_embedding(fit.net, self.cfg.layer)
         self.choose(int(emb.weight.shape[0]))
         self._weight = emb.weight
 
@@ -161,9 +162,12 @@ class WordVectorsLogger:
         self._labels = [tokens[i] for i in idx] if tokens is not None else [str(i) for i in idx]
         self._take = None if idx == list(range(rows)) else mx.nd.array(idx, dtype="int64")
 
-    def epoch_end(self, epoch: int) -> None:
-        if every_epochs(self.cfg.every, epoch):
-            self.log(epoch)
+    def epoch_end(self, epoch: Epoch) -> None:
+        if every_epochs(self.cfg.every, epoch.epoch):
+            self.log(epoch.epoch)
+
+    def end(self, last_step: int, last_epoch: int) -> None:
+        self.log(last_epoch)
 
     def log(self, step: int) -> None:
         if step == self._logged or self._weight is None:
@@ -208,16 +212,27 @@ class ModuleWordVectors(WordVectorsLogger):
         self._symbol: Any = None
         self._arg = ""
 
-    def see_symbol(self, symbol: Any) -> None:
+    def prepare(self, fit: Fit) -> None:
         """At the first batch of a ``fit``: find the Embedding, check the vocabulary (ValueError)."""
+        symbol = fit.module.symbol
         if symbol is not self._symbol:
             self._arg, rows = embedding_layer(symbol, self.cfg.layer)
             self.choose(rows)
             self._symbol = symbol
 
-    def see_params(self, arg_params: Any) -> None:
-        """At epoch end, before :meth:`epoch_end` or :meth:`log`: the weight to log."""
-        self._weight = (arg_params or {}).get(self._arg)
+    def epoch_end(self, epoch: Epoch) -> None:
+        """The weight to log is ``fit``'s host copy in ``arg_params``; the last epoch is always logged."""
+        self._weight = (epoch.arg_params or {}).get(self._arg)
+        if epoch.last_of_fit:
+            self.log(epoch.epoch)
+        else:
+            super().epoch_end(epoch)
+
+    def end(self, last_step: int, last_epoch: int) -> None:
+        """Logged at the last epoch's end already."""
 
     def _array(self) -> Any:
         return self._weight
+
+
+OPTION = Option("word_vectors", check_word_vectors, WordVectorsLogger, ModuleWordVectors)
