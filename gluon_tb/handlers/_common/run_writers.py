@@ -43,9 +43,10 @@ class RunWriters:
 
     ``on_error="raise"`` lets a writer error propagate (it stops training);
     ``"warn"`` issues one ``RuntimeWarning`` for the first error, counts the rest and
-    lets training go on. In distributed training ``prefix`` (``"worker_<rank>"``) puts
-    the runs of one worker in a directory of their own, and ``muted`` makes every
-    write a no-op (the workers other than rank 0).
+    lets training go on. In distributed training :meth:`place` puts the runs of one worker in
+    a directory of their own (``prefix``, ``"worker_<rank>"``), or mutes it (``muted``: every
+    write a no-op, for the workers other than rank 0). A resumed training hides what an earlier
+    process logged at or after its start, per run (:meth:`purge_from`).
     """
 
     def __init__(self, logdir: str, on_error: str, flush_secs: float,
@@ -56,19 +57,37 @@ class RunWriters:
         self.on_error = on_error
         self.flush_secs = flush_secs
         self.errors = 0
-        self.prefix = ""
-        self.muted = False
+        self._prefix = ""
+        self._muted = False
         self._open: Dict[str, SummaryWriter] = {}
         self._told: set = set()
-        self.purge: Dict[str, int] = {}  # run -> purge_step of its next writer (a resumed run)
+        self._purge: Dict[str, int] = {}  # run -> purge_step of its next writer (a resumed run)
+
+    @property
+    def prefix(self) -> str:
+        """The folder of this worker's runs under ``logdir`` (``""``: the runs are at its top)."""
+        return self._prefix
+
+    @property
+    def muted(self) -> bool:
+        """Whether every write is a no-op (a worker that does not write)."""
+        return self._muted
+
+    def place(self, prefix: str, muted: bool) -> None:
+        """This worker's runs go under ``logdir/prefix``; ``muted``: it writes nothing."""
+        self._prefix, self._muted = prefix, muted
+
+    def purge_from(self, run: str, step: int) -> None:
+        """The next writer of ``run`` hides the points an earlier process logged at or after ``step``."""
+        self._purge[run] = step
 
     def writer(self, run: str) -> SummaryWriter:
         w = self._open.get(run)
         if w is None:
-            w = self._open[run] = SummaryWriter(os.path.join(self.logdir, self.prefix, run),
+            w = self._open[run] = SummaryWriter(os.path.join(self.logdir, self._prefix, run),
                                                 flush_secs=self.flush_secs,
                                                 storage_options=self.storage_options,
-                                                purge_step=self.purge.pop(run, None))
+                                                purge_step=self._purge.pop(run, None))
         return w
 
     def call(self, run: str, fn: Callable[Concatenate[SummaryWriter, P], R], *args: P.args,
@@ -80,7 +99,7 @@ class RunWriters:
         its arguments against ``fn``'s signature. A failure goes to :meth:`failed` (``"raise"``:
         re-raised; ``"warn"``: counted, None returned).
         """
-        if self.muted:
+        if self._muted:
             return None
         try:
             return fn(self.writer(run), *args, **kwargs)
@@ -99,7 +118,7 @@ class RunWriters:
 
     def add_graph(self, run: str, net: Any) -> None:
         """Log ``net``'s graph; a net that cannot give one is skipped with one message."""
-        if self.muted:
+        if self._muted:
             return
         try:
             self.writer(run).add_graph(net)

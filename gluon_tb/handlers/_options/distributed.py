@@ -39,6 +39,8 @@ from typing import Any, List, Optional, Sequence
 
 import numpy as np
 
+from .._common.run_writers import RunWriters
+
 DISTRIBUTED = ("rank0", "all")
 # MXNet sends a small array to server (key * 9973) % num_servers in int32 arithmetic, so
 # keys stay below 2**31 / 9973; a Trainer's own keys are its parameter indices (0, 1, ...)
@@ -219,14 +221,14 @@ def _float(v: Any) -> float:
     return float(np.asarray(v, dtype=np.float64).reshape(-1)[0])
 
 
-def place(out: Any, worker: Worker, mode: str) -> WorkerMean:
+def place(out: RunWriters, worker: Worker, mode: str) -> WorkerMean:
     """Point the handler's ``RunWriters`` at this worker's runs; returns the averager to use.
 
     ``"rank0"``: the other ranks are muted and epoch values are averaged; ``"all"``: every
     worker writes its own values under ``worker_<rank>/``.
     """
-    out.prefix = f"worker_{worker.rank}" if mode == "all" and worker.size > 1 else ""
-    out.muted = mode == "rank0" and worker.rank != 0
+    out.place(f"worker_{worker.rank}" if mode == "all" and worker.size > 1 else "",
+              muted=mode == "rank0" and worker.rank != 0)
     mean = WorkerMean(worker if mode == "rank0" else Worker())
     if worker.size == 1:
         return mean

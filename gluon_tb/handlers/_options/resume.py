@@ -42,7 +42,7 @@ from typing import Any, Mapping, NamedTuple, Optional
 
 from ...writer._common.checks import is_python_int
 from .._mxnet.hooks import FitScope
-from .._common.run_writers import TRAIN, TRAIN_BATCH, VALIDATION
+from .._common.run_writers import TRAIN, TRAIN_BATCH, VALIDATION, RunWriters
 
 
 class Start(NamedTuple):
@@ -112,7 +112,7 @@ def _from_optimizer(estimator: Any, scope: FitScope) -> Optional[Start]:
     return Start(-(-done // per_epoch) if per_epoch else 0, done, f"the optimizer's update count ({done})")
 
 
-def continue_at(out: Any, epoch: int, step: int, source: str) -> None:
+def continue_at(out: RunWriters, epoch: int, step: int, source: str) -> None:
     """A first ``fit`` that starts past 0: hide what an earlier process logged from there on
     (``train_batch`` from the batch index, ``train`` and ``validation`` from the epoch) and say
     where it starts.
@@ -122,9 +122,10 @@ def continue_at(out: Any, epoch: int, step: int, source: str) -> None:
     if not (step or epoch):
         return
     if step:
-        out.purge[TRAIN_BATCH] = step
+        out.purge_from(TRAIN_BATCH, step)
     if epoch:
-        out.purge[TRAIN] = out.purge[VALIDATION] = epoch
+        out.purge_from(TRAIN, epoch)
+        out.purge_from(VALIDATION, epoch)
     out.say_once("resume", f"gluon_tb: continuing at epoch {epoch}, batch {step} (from {source})")
 
 
@@ -140,7 +141,7 @@ def run_has_events(logdir: str, run: str) -> bool:
         return False
 
 
-def graph_logged_before(out: Any, continues: bool) -> bool:
+def graph_logged_before(out: RunWriters, continues: bool) -> bool:
     """Whether a first ``fit`` that continues a training in a run directory that already holds
     events (``continues``, found before anything was written) skips the graph: the process that
     began the training logged it in ``train``, and TensorBoard keeps one graph per run (a second
@@ -203,7 +204,7 @@ class ModuleSteps:
         self.resumed_from = ""  # what the first fit's starting point was found from
         self.continues_run = False  # resumed into a run directory an earlier process wrote
 
-    def fit_begins(self, fit_locals: Mapping[str, Any], out: Any) -> None:
+    def fit_begins(self, fit_locals: Mapping[str, Any], out: RunWriters) -> None:
         """At the first batch of a ``fit`` (before anything is written): where it starts."""
         begin = fit_locals.get("begin_epoch") or 0
         self.fits += 1
