@@ -13,11 +13,10 @@ import pytest
 
 import readback
 from pscluster import run_cluster
+from repo_paths import ROOT, SUPPORT
 
 pytest.importorskip("mxnet")
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
 STEPS_PER_EPOCH, EPOCHS = 4, 2
 HIST_STEPS = [0, 2, 4, 6]  # histogram_period=2 over 8 batches
 PARAMS = ("dense0_weight", "dense0_bias", "dense1_weight", "dense1_bias")
@@ -26,7 +25,7 @@ PARAMS = ("dense0_weight", "dense0_bias", "dense1_weight", "dense1_bias")
 def train(tmp_path, mode, kv_type="dist_sync", update_on_kvstore="1"):
     logdir = str(tmp_path / "logs")
     out = str(tmp_path / "worker_{rank}.json")
-    run_cluster([sys.executable, os.path.join(HERE, "dist_worker.py"), logdir, mode, kv_type,
+    run_cluster([sys.executable, os.path.join(SUPPORT, "dist_worker.py"), logdir, mode, kv_type,
                  update_on_kvstore, out], num_workers=2, timeout=120,
                 env={"PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")})
     records = []
@@ -129,7 +128,7 @@ def test_dist_async_averages_too(tmp_path):
 def test_module_callback_rank0(tmp_path, on_kvstore):
     """Module names its keys: averaged with MXNET_UPDATE_ON_KVSTORE=0, else rank 0's own values."""
     logdir, out = str(tmp_path / "logs"), str(tmp_path / "worker_{rank}.json")
-    run_cluster([sys.executable, os.path.join(HERE, "dist_module_worker.py"), logdir, "rank0", out],
+    run_cluster([sys.executable, os.path.join(SUPPORT, "dist_module_worker.py"), logdir, "rank0", out],
                 num_workers=2, timeout=120,
                 env={"PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
                      "MXNET_UPDATE_ON_KVSTORE": on_kvstore})

@@ -69,7 +69,7 @@ def test_the_pages_have_python_blocks():
 def test_block_runs(block, tmp_path):
     script = tmp_path / "block.py"
     script.write_text("from docs_prelude import *  # noqa: F401,F403\n" + block.code)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), str(ROOT)]), MPLBACKEND="Agg")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE / "support"), str(ROOT)]), MPLBACKEND="Agg")
     env.pop("MXNET_PROFILER_AUTOSTART", None)
     proc = subprocess.run([sys.executable, str(script)], cwd=str(tmp_path), env=env,
                           capture_output=True, text=True, timeout=300)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import readback
-from test_distributed import EPOCHS, HERE, HIST_STEPS, PARAMS, ROOT, assert_is_histogram_of, epoch_values, histo
+from test_distributed import EPOCHS, HIST_STEPS, PARAMS, ROOT, SUPPORT, assert_is_histogram_of, epoch_values, histo
 
 pytest.importorskip("mxnet")
 try:
@@ -29,7 +29,7 @@ def horovodrun(tmp_path, mode):
     logdir, out = str(tmp_path / "logs"), str(tmp_path / "worker_{rank}.json")
     run = os.path.join(os.path.dirname(sys.executable), "horovodrun")
     cmd = [run, "-np", "2", "-H", "localhost:2", "--gloo", sys.executable,
-           os.path.join(HERE, "dist_worker.py"), logdir, mode, "horovod", "0", out]
+           os.path.join(SUPPORT, "dist_worker.py"), logdir, mode, "horovod", "0", out]
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                          start_new_session=True, text=True)

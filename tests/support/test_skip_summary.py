@@ -7,8 +7,7 @@ import os
 import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+from repo_paths import ROOT, SUPPORT as HERE, TESTS
 
 SUITE = {
     "test_some.py": (
@@ -80,4 +79,4 @@ def test_test_sh_hands_the_notes_file_to_the_steps_and_to_pytest():
     export = script.index('export GLUON_TB_SETUP_NOTES="$PWD/.venv/setup-notes.txt"')
     assert script.index(': > "$GLUON_TB_SETUP_NOTES"') > export
     assert export < script.index("install_browser.sh") < script.index("-m pytest")
-    assert "from skip_summary import pytest_unconfigure" in open(os.path.join(HERE, "conftest.py")).read()
+    assert "from skip_summary import pytest_unconfigure" in open(os.path.join(TESTS, "conftest.py")).read()

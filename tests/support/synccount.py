@@ -35,7 +35,7 @@ from typing import Iterator, List
 
 METHODS = ("asnumpy", "asscalar", "__bool__", "wait_to_read")
 
-_GLUON_TB = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "gluon_tb") + os.sep
+_GLUON_TB = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "gluon_tb") + os.sep
 
 
 @dataclass(frozen=True)
