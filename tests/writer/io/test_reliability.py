@@ -15,7 +15,7 @@ import readback
 from gluon_tb import SummaryWriter
 from gluon_tb.writer._io import event_file as _event_file
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from repo_paths import ROOT  # noqa: E402
 
 
 def _spawn(code, *args):

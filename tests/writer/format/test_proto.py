@@ -132,7 +132,7 @@ def test_package_never_imports_protobuf():
             "print(sorted(os.listdir(d))[0][:20])")
     import os
 
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    from repo_paths import ROOT as root
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          cwd=root)
     assert out.returncode == 0, out.stderr

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import readback
+import repo_paths
 from gluon_tb import SummaryWriter
 
 fsspec = pytest.importorskip("fsspec")
@@ -407,7 +408,7 @@ def test_s3_process_ending_without_close_uploads_everything(s3, tmp_path, ending
               "if sys.argv[2] == 'raise':\n"
               "    raise RuntimeError('training failed')\n")
     env = dict(os.environ, FSSPEC_S3_ENDPOINT_URL=s3.endpoint,
-               PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.dirname(__file__)),
+               PYTHONPATH=os.pathsep.join([repo_paths.ROOT,
                                            os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run([sys.executable, "-c", script, f"s3://{BUCKET}/end-{ending}", ending],
                           env=env, timeout=120, capture_output=True, text=True)

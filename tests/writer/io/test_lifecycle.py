@@ -18,7 +18,7 @@ import pytest
 
 import readback
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from repo_paths import ROOT  # noqa: E402
 
 
 def run(code, *args, env=None, timeout=90):

@@ -9,6 +9,7 @@ import pytest
 from mxnet import gluon
 
 import readback
+import repo_paths
 from gluon_tb.handlers import TensorBoardHandler
 from test_estimator_handler import BATCH, N, make_est, make_net
 
@@ -130,7 +131,7 @@ def test_the_example_shows_a_slow_loader_near_1_and_the_advice(tmp_path, monkeyp
     import os
     import sys
 
-    examples = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
+    examples = repo_paths.EXAMPLES
     monkeypatch.syspath_prepend(examples)
     import input_wait_digits
 

@@ -26,7 +26,7 @@ SCRIPT = textwrap.dedent("""
     import mxnet as mx
     from mxnet.gluon.contrib.estimator import CheckpointHandler
     from mxnet.gluon.contrib.estimator.event_handler import BatchEnd, EpochEnd
-    import test_user_configs as t
+    import test_estimator_configs as t
     from gluon_tb.handlers import TensorBoardHandler
 
     logdir, model_dir, epochs, resume = sys.argv[2:6]
@@ -97,7 +97,7 @@ def test_the_count_comes_from_the_loader_when_the_optimizer_cannot_say():
 def test_a_fit_by_batches_resumes_at_the_next_batch_whatever_the_first_launch(tmp_path, first_resume):
     """``fit(batches=)`` checkpoints name the last trained batch's index either way (``epoch1batch5``
     after 6 batches): the next batch is that index + 1."""
-    import test_user_configs as t
+    import test_estimator_configs as t
 
     d, m = str(tmp_path / "logs"), str(tmp_path / "model")
     crashed = t.run_script(d, m, "batches", 12, first_resume, 8)  # checkpoints after batches 2 and 5, dies at 7

@@ -12,10 +12,11 @@ import sys
 
 import pytest
 
+import repo_paths
 from readback import multiplexer
 from test_profile import decode_steps, decode_xspace, steps_of
 
-EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples",
+EXAMPLE = os.path.join(repo_paths.EXAMPLES,
                        "profile_digits.py")
 START, STOP = 10, 12  # the example's default profile_batch: 3 batches of epoch 0 (23 batches an epoch)
 # its net, each once a batch: Conv2D, MaxPool2D, Flatten, Dense + relu, Dense

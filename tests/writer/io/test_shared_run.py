@@ -13,7 +13,7 @@ import readback
 from gluon_tb import SummaryWriter
 from gluon_tb.writer._io import neighbours
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from repo_paths import ROOT  # noqa: E402
 
 OTHER = """
 import sys

@@ -10,7 +10,7 @@ import sys
 
 import readback
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from repo_paths import ROOT  # noqa: E402
 
 
 def run_example(name, cwd, *args, check=True):

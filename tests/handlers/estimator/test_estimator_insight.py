@@ -11,6 +11,7 @@ from mxnet import gluon
 from PIL import Image
 
 import readback
+import repo_paths
 from gluon_tb.handlers import Embeddings, GradHealth, TensorBoardHandler
 from gluon_tb.writer import SummaryWriter
 from gluon_tb.handlers._options.conv_filters import pick_conv, write_filters
@@ -262,7 +263,7 @@ def test_word_embeddings_example_runs_offline(tmp_path):
     pytest.importorskip("gluonnlp")
     import importlib.util
 
-    path = os.path.join(os.path.dirname(__file__), "..", "examples", "word_embeddings_gluonnlp.py")
+    path = os.path.join(repo_paths.EXAMPLES, "word_embeddings_gluonnlp.py")
     spec = importlib.util.spec_from_file_location("word_example", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

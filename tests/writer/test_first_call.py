@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import readback
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from repo_paths import ROOT  # noqa: E402
 
 # the inputs, made the same way in the child (which logs them) and here (which checks them)
 INPUTS = """

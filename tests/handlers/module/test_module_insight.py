@@ -10,6 +10,7 @@ import pytest
 from PIL import Image
 
 import readback
+import repo_paths
 from gluon_tb.handlers import Embeddings, GradHealth, TensorBoardCallback
 from gluon_tb.writer import SummaryWriter
 from gluon_tb.handlers._options.conv_filter_images import feature_map_images, filter_images
@@ -267,7 +268,7 @@ def test_module_example_runs_offline(tmp_path):
     import runpy
 
     d = str(tmp_path / "digits")
-    runpy.run_path(os.path.join(os.path.dirname(__file__), "..", "examples", "module_digits.py"),
+    runpy.run_path(os.path.join(repo_paths.EXAMPLES, "module_digits.py"),
                    run_name="example")["main"](["--logdir", d, "--epochs", "2"])
     got = steps(d)
     assert got[("train_batch", "grad_norm/global")] == [22, 45]  # 1438 digits in 23 batches of 64

@@ -15,7 +15,7 @@ import pytest
 
 import readback
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from repo_paths import ROOT  # noqa: E402
 FLUSH_SECS = 1.0
 WRITE_SLACK = 0.5  # the time to write what is due (a few histograms) on a busy core, and the kill itself
 

@@ -19,7 +19,7 @@ import textwrap
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from repo_paths import ROOT  # noqa: E402
 NOBODY = 65534
 SETPRIV = "/usr/bin/setpriv"
 

@@ -101,7 +101,7 @@ ESTIMATOR = textwrap.dedent("""
     from mxnet import gluon
     from mxnet.gluon.contrib.estimator import CheckpointHandler
     from mxnet.gluon.contrib.estimator.event_handler import BatchEnd, EpochEnd, TrainBegin
-    import test_user_configs as t
+    import test_estimator_configs as t
     from gluon_tb.handlers import TensorBoardHandler
 
     logdir, model_dir, epochs, lr = sys.argv[2:6]

@@ -183,7 +183,7 @@ RESUME = textwrap.dedent("""
     import mxnet as mx
     from mxnet.gluon.contrib.estimator import CheckpointHandler
     from mxnet.gluon.contrib.estimator.event_handler import BatchEnd
-    import test_user_configs as t
+    import test_estimator_configs as t
     from gluon_tb.handlers import TensorBoardHandler
 
     logdir, model_dir, mode, n, resume, crash_at = sys.argv[2:8]
