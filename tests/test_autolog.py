@@ -1,4 +1,4 @@
-"""``gluon_tb.autolog``: every Estimator.fit and Module.fit logs, each to its own run, read back (issue 28)."""
+"""``gluon_tb.autolog``: every Estimator.fit and Module.fit logs, each to its own run, read back."""
 import json
 import os
 import re

@@ -1,7 +1,7 @@
-"""Every ``python`` code block of README.md and docs/*.md runs (issue 28).
+"""Every ``python`` code block of README.md and docs/*.md runs.
 
 Each block runs in a process of its own, in a temporary directory, after
-``from docs_prelude import *`` (tests/docs_prelude.py: a small net, an Estimator, a Module and
+``from docs_prelude import *`` (tests/support/docs_prelude.py: a small net, an Estimator, a Module and
 their data). A block that needs what a test machine lacks follows a line
 ``<!-- no-run: reason -->``; the reason must be given, and such blocks stay few. The README stays
 short, links every docs page, and every relative link of the docs points at a file that exists.

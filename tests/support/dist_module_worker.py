@@ -1,4 +1,4 @@
-"""One worker of tests/test_distributed.py for the legacy ``Module.fit`` API.
+"""One worker of tests/system/test_distributed.py for the legacy ``Module.fit`` API.
 
 Usage: python dist_module_worker.py LOGDIR MODE OUT_JSON  (OUT_JSON has {rank})
 Trains with ``TensorBoardCallback(LOGDIR, distributed=MODE)`` on a ``dist_sync`` kvstore

@@ -1,7 +1,7 @@
-"""One worker of tests/test_distributed.py: a small Estimator fit on this rank's own data.
+"""One worker of tests/system/test_distributed.py: a small Estimator fit on this rank's own data.
 
 Usage: python dist_worker.py LOGDIR MODE KVSTORE UPDATE_ON_KVSTORE OUT_JSON  (OUT_JSON has {rank})
-KVSTORE is a dist kvstore type (started by tests/pscluster.py), given to the Trainer as a
+KVSTORE is a dist kvstore type (started by tests/support/pscluster.py), given to the Trainer as a
 KVStore; ``<type>:name`` gives the Trainer only the name, as most scripts do, so that the rank is
 known only once the handler's train_begin has made the kvstore (the data are drawn lazily);
 or ``horovod`` (under horovodrun, with ``hvd.DistributedTrainer``).

@@ -1,4 +1,4 @@
-"""The last lines of a test run name what did not run, and why (issue 28).
+"""The last lines of a test run name what did not run, and why.
 
 A run that ends "1283 passed, 2 skipped" looks green while a whole file of browser tests never
 ran, and the set-up step that failed to install Chromium said so once, mid-output. So after
@@ -9,7 +9,7 @@ everything else pytest prints, a block lists:
 * each skipped test or module, grouped by file and reason, with how many.
 
 Nothing is printed when every test ran and no set-up step failed. ``tests/conftest.py`` imports
-the hook; ``tests/test_skip_summary.py`` runs it on a small suite.
+the hook; ``tests/support/test_skip_summary.py`` runs it on a small suite.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``scripts/test.sh``'s last lines name what did not run and why (tests/skip_summary.py): a small
+"""``scripts/test.sh``'s last lines name what did not run and why (tests/support/skip_summary.py): a small
 suite with skips is run by pytest in a process of its own, and an install script that cannot
 install notes it for that block."""
 from __future__ import annotations

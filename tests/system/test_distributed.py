@@ -1,6 +1,6 @@
 """Real distributed training: a scheduler, a server and two workers on 127.0.0.1.
 
-Each worker runs tests/dist_worker.py (an Estimator fit with TensorBoardHandler) and
+Each worker runs tests/support/dist_worker.py (an Estimator fit with TensorBoardHandler) and
 reports its own values; the test reads back what was logged with TensorBoard's reader.
 """
 import json

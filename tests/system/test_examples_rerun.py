@@ -1,4 +1,4 @@
-"""The examples as a user runs them twice (issue 28): the second run replaces the first one's logs
+"""The examples as a user runs them twice: the second run replaces the first one's logs
 (one set of steps, read back with TensorBoard's reader, not ``epoch_loss`` at steps 0, 1, 0, 1), and
 the command they print to open TensorBoard exists (the venv's ``bin`` is not on ``PATH``)."""
 from __future__ import annotations

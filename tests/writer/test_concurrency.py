@@ -60,7 +60,8 @@ def in_thread(fn, *args):
 
 # ---------------------------------------------------------------- the reported hang
 def test_drop_mode_flush_beside_two_producers_returns(tmp_path):
-    """Issue 14's repro: the drop path popped the rightmost item, which could be flush()'s marker."""
+    """The hang once reported here: the drop path popped the rightmost item, which could be
+    flush()'s marker, and flush() waited for it for ever."""
     w = SummaryWriter(tmp_path, max_queue_bytes=4096, on_full="drop")
     n = 30000
     flushes = []

@@ -1,4 +1,4 @@
-"""The configurations users actually run (issue 13), read back through TensorBoard's loader.
+"""The configurations users actually run with TensorBoardHandler, read back through TensorBoard's loader.
 
 The typical estimator (Accuracy metrics, no Loss metric, validation data), the host-read
 count over a matrix of configurations, a resume from a checkpoint in a new process, a fit

@@ -1,4 +1,5 @@
-"""Issue 7: filters and feature maps, projector embeddings, gradient health — read back."""
+"""TensorBoardHandler's see-inside options under a real ``Estimator.fit``: conv filters and feature
+maps, projector embeddings, gradient health — read back."""
 import io
 import logging
 import math

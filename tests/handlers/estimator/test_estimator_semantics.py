@@ -1,4 +1,4 @@
-"""Every Estimator value means what the training computed (issue 27, section 1).
+"""Every Estimator value means what the training computed.
 
 Each test reproduces a set-up of third-party training code (gluon-nlp 0.10's estimator scripts,
 MXNet 1.9.1's estimator tests) in code written here, runs a *recorder* handler beside ours that

@@ -1,4 +1,4 @@
-"""One graph per run (issue 27): a resumed ``Module.fit`` in a new process does not log the graph
+"""One graph per run: a resumed ``Module.fit`` in a new process does not log the graph
 again, and a ``BucketingModule`` gets its default bucket's graph, not the first batch's bucket's.
 
 TensorBoard's reader keeps one graph per run; a second one is a warning ("more than one graph

@@ -1,5 +1,5 @@
 """``batch_<metric>`` under ``Module.fit``: the metric over the batches since the previous point,
-beside MXNet's ``Speedometer`` (issue 27, section 2), read back through TensorBoard's loader."""
+beside MXNet's ``Speedometer``, read back through TensorBoard's loader."""
 import logging
 import re
 

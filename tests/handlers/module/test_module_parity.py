@@ -1,4 +1,4 @@
-"""Under ``Module.fit`` the callback logs the Estimator handler's tags too (issue 27, section 2):
+"""Under ``Module.fit`` the callback logs the Estimator handler's tags too:
 ``epoch_learning_rate``, ``epoch_samples_per_second`` and ``gradients/<param>``.
 
 Set up as MXNet's ``example/image-classification`` (``common/fit.py``) does: an ``lr_scheduler``

@@ -1,5 +1,5 @@
 """TensorBoardCallback in each of ``Module.fit``'s four slots: the right thing, or a warning that says
-what to pass (issue 28); and ``cb.fit_callbacks()``, which fills every slot, merged with the user's."""
+what to pass; and ``cb.fit_callbacks()``, which fills every slot, merged with the user's."""
 import logging
 
 import mxnet as mx

@@ -1,4 +1,4 @@
-"""No host sync by gluon_tb on the training thread under ``Module.fit`` (issue 13, item 2).
+"""No host sync by gluon_tb on the training thread under ``Module.fit``.
 
 Every ``NDArray.asnumpy``/``asscalar``/``__bool__``/``wait_to_read`` made during ``fit`` on the
 training thread whose first caller outside MXNet is gluon_tb code is counted

@@ -1,5 +1,5 @@
 """A script that passes ``CheckpointHandler(..., resume_from_checkpoint=True)`` from its very
-first launch (one script for launch and relaunch), resumed in a new process (issue 29, item 2).
+first launch (one script for launch and relaunch), resumed in a new process.
 
 MXNet names that first launch's checkpoints one batch short (``epoch1batch7`` after 8 batches:
 ``trained_batch`` is -1 when nothing was found, and the epoch-end name is ``current_batch +
@@ -72,7 +72,7 @@ def test_every_batch_once_at_its_index_whatever_the_first_launch(tmp_path, first
     assert [s for s, _ in got] == list(range(16))  # each batch once, at its index
     assert [v for _, v in got] == pytest.approx(trained, rel=1e-5)  # and the value it trained with
     assert [s for s, _ in readback.scalars(d, "train", "epoch_loss")] == [0, 1, 2, 3]
-    # one graph in run train: the resumed process leaves it to the first (issue 27)
+    # one graph in run train: the resumed process leaves it to the first
     graphs = [e for f in readback.event_files(os.path.join(d, "train")) for e in readback.raw_events(f)
               if e.HasField("graph_def")]
     assert len(graphs) == 1

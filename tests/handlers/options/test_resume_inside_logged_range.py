@@ -1,4 +1,4 @@
-"""A training resumed inside the range it already logged (issue 27, section 2): each epoch once and
+"""A training resumed inside the range it already logged: each epoch once and
 the abandoned points hidden, in TensorBoard's Python reader and in its Rust loader alike.
 
 Epoch points (step: the epoch) and batch points (step: the global batch) live in runs of their own

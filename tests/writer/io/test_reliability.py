@@ -177,7 +177,7 @@ def test_a_full_disk_when_the_file_is_created_leaves_no_file_without_its_first_e
 
 
 def test_a_scalar_whose_tag_cannot_be_encoded_costs_only_itself(tmp_path):
-    """The producer refuses such a tag (a ValueError: tests/test_bad_input.py); one that gets past it
+    """The producer refuses such a tag (a ValueError: tests/writer/test_bad_input.py); one that gets past it
     into the queue is reported once and the worker goes on with the rest."""
     w = SummaryWriter(tmp_path)
     w.add_scalar("s", 0.0, 0)

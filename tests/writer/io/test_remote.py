@@ -2,7 +2,7 @@
 
 TensorBoard reads ``s3://`` only through TensorFlow's file systems, which are not
 installed here; so what was written is downloaded with fsspec into a temporary
-directory and read back with TensorBoard's own loader (``tests/readback.py``).
+directory and read back with TensorBoard's own loader (``tests/support/readback.py``).
 """
 import os
 import socket
