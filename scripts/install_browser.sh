@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs Debian's chromium for the browser tests (tests/test_browser.py), if it is missing.
+# Installs Debian's chromium for the browser tests (tests/system/test_browser.py), if it is missing.
 # Idempotent and quiet; never fails the caller: without apt (or root) it says why and exits 0,
 # and the browser tests then skip (or fail, under GLUON_TB_REQUIRE_BROWSER=1).
 set -u

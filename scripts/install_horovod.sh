@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds Horovod 0.28.1 with MXNet and Gloo into a virtual environment (default .venv), for
-# tests/test_horovod.py, if `import horovod.mxnet` does not work there yet. About 5 minutes on
+# tests/system/test_horovod.py, if `import horovod.mxnet` does not work there yet. About 5 minutes on
 # 2 cores the first time; pip keeps the built wheel in its cache, so later runs take seconds.
 # Never fails the caller: on failure it says why and exits 0, and the Horovod tests then skip
 # (or fail, under GLUON_TB_REQUIRE_HOROVOD=1).

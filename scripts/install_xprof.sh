@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Makes .venv-xprof: TensorBoard with its Profile dashboard (tensorboard-plugin-profile 2.24, XProf),
-# the viewer of profile_batch='s files, for tests/test_profile.py and tests/test_profile_browser.py.
+# the viewer of profile_batch='s files, for tests/handlers/options/test_profile.py and tests/system/test_profile_browser.py.
 # A venv of its own because XProf needs numpy >= 1.24 and MXNet 1.9.1 numpy < 1.24; TensorBoard only
 # reads files, so the two never meet. Python 3.11, like .venv (scripts/_venv.sh).
 # Skipped when .venv-xprof already holds these packages (a stamp): a second run takes a second.

@@ -24,7 +24,7 @@ echo "later runs skip what is installed and take about 4 minutes."
 run "1/5 Python packages into .venv (MXNet, TensorBoard, test tools; skipped when installed)" \
   bash -c 'EXTRAS=test; set -euo pipefail; . scripts/_venv.sh'
 # the optional set-up steps (2-4) never stop the run; each failure is noted here, and the tests'
-# last lines name it beside every skipped test (tests/skip_summary.py)
+# last lines name it beside every skipped test (tests/support/skip_summary.py)
 export GLUON_TB_SETUP_NOTES="$PWD/.venv/setup-notes.txt"
 : > "$GLUON_TB_SETUP_NOTES"
 run "2/5 Chromium for the browser tests, from Debian's packages with apt-get (needs root or sudo; skipped when /usr/bin/chromium exists)" \

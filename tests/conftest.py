@@ -5,8 +5,13 @@ import sys
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.dirname(HERE))
+# the helpers (tests/support) and every folder of tests, importable by name here and in every Python
+# process a test starts (tests/support/repo_paths.py); the repository root first, as before
+sys.path.insert(0, os.path.join(HERE, "support"))
+from repo_paths import IMPORT_PATH  # noqa: E402
+
+sys.path[:0] = [os.path.dirname(HERE)] + [d for d in IMPORT_PATH if d not in sys.path]
+os.environ["PYTHONPATH"] = os.pathsep.join(IMPORT_PATH + [p for p in [os.environ.get("PYTHONPATH", "")] if p])
 os.environ.setdefault("MXNET_SUBGRAPH_VERBOSE", "0")
 
 from skip_summary import pytest_unconfigure  # noqa: E402,F401  (the NOT RUN block at the end)

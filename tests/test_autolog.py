@@ -1,4 +1,4 @@
-"""``gluon_tb.autolog``: every Estimator.fit and Module.fit logs, each to its own run, read back (issue 28)."""
+"""``gluon_tb.autolog``: every Estimator.fit and Module.fit logs, each to its own run, read back."""
 import json
 import os
 import re
@@ -16,9 +16,8 @@ import readback
 from gluon_tb.handlers import TensorBoardCallback, TensorBoardHandler
 from test_estimator_handler import loader, make_est, make_net
 from test_module_callback import iters, module
+from repo_paths import ROOT, SUPPORT
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
 EST_FIT, MOD_FIT = Estimator.__dict__["fit"], BaseModule.__dict__["fit"]
 
 
@@ -47,7 +46,7 @@ def test_a_script_that_only_calls_autolog_logs_both_apis(tmp_path):
     the Module's positional callbacks are kept, and after ``disable=True`` nothing more is logged."""
     logdir = str(tmp_path / "logs")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, os.path.join(HERE, "autolog_script.py"), logdir], env=env,
+    proc = subprocess.run([sys.executable, os.path.join(SUPPORT, "autolog_script.py"), logdir], env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     seen = json.loads(proc.stdout.strip().splitlines()[-1])

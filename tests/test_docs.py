@@ -1,7 +1,7 @@
-"""Every ``python`` code block of README.md and docs/*.md runs (issue 28).
+"""Every ``python`` code block of README.md and docs/*.md runs.
 
 Each block runs in a process of its own, in a temporary directory, after
-``from docs_prelude import *`` (tests/docs_prelude.py: a small net, an Estimator, a Module and
+``from docs_prelude import *`` (tests/support/docs_prelude.py: a small net, an Estimator, a Module and
 their data). A block that needs what a test machine lacks follows a line
 ``<!-- no-run: reason -->``; the reason must be given, and such blocks stay few. The README stays
 short, links every docs page, and every relative link of the docs points at a file that exists.
@@ -69,7 +69,7 @@ def test_the_pages_have_python_blocks():
 def test_block_runs(block, tmp_path):
     script = tmp_path / "block.py"
     script.write_text("from docs_prelude import *  # noqa: F401,F403\n" + block.code)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), str(ROOT)]), MPLBACKEND="Agg")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE / "support"), str(ROOT)]), MPLBACKEND="Agg")
     env.pop("MXNET_PROFILER_AUTOSTART", None)
     proc = subprocess.run([sys.executable, str(script)], cwd=str(tmp_path), env=env,
                           capture_output=True, text=True, timeout=300)

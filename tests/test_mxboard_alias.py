@@ -1,4 +1,4 @@
-"""``import mxboard`` served by gluon_tb, for code that is not yours to edit (issue 28).
+"""``import mxboard`` served by gluon_tb, for code that is not yours to edit.
 
 GluonCV's ``gluoncv.utils.viz.plot_mxboard`` does ``from mxboard import SummaryWriter`` inside the
 function and logs a symbol's graph; Sockeye's ``training.py`` does ``import mxboard`` under

@@ -75,7 +75,7 @@ class TensorBoardCallback:
     When ``fit``'s last epoch has ended (after its ``eval_end``, or its ``epoch_end`` without
     ``eval_data``) everything is flushed, so it is on disk when ``fit`` returns. Call :meth:`close` (or use it as a
     context manager) when done; a forgotten one is closed at interpreter exit. Nothing is read
-    back from MXNet on the training thread (``tests/test_module_sync.py``).
+    back from MXNet on the training thread (``tests/handlers/module/test_module_sync.py``).
 
     Args:
         logdir: the log directory.

@@ -2,7 +2,7 @@
 
 Field numbers follow TensorBoard's ``tensorboard/compat/proto`` definitions
 (``event.proto``, ``summary.proto``, ``tensor.proto``, ``graph.proto``,
-``node_def.proto``, ``attr_value.proto``). ``tests/test_proto.py`` parses every
+``node_def.proto``, ``attr_value.proto``). ``tests/writer/format/test_proto.py`` parses every
 function's output with TensorBoard's own generated classes.
 """
 from __future__ import annotations

@@ -71,7 +71,7 @@ def _hook_remote() -> None:
         _remote_hooked = True
     import concurrent.futures.thread  # noqa: F401  registers its hook first, so ours runs before it
 
-    # Private, and no public hook runs early enough: tests/test_lifecycle.py pins the order
+    # Private, and no public hook runs early enough: tests/writer/io/test_lifecycle.py pins the order
     # (these hooks in reverse, before thread pools refuse work; atexit after) and fails if
     # Python changes it. Without it, atexit still closes the writers, for local stores.
     hook = getattr(threading, "_register_atexit", None)

@@ -23,7 +23,7 @@ the same hparam names and metric tags (the usual sweep) are shown correctly; of
 runs with different names, only that one run's names become columns.
 ``add_hparams`` writes the experiment summary unless given ``experiment=False``;
 without it in any run, TensorBoard derives the columns from every run's values
-(``tests/test_hparams_custom_scalars.py`` shows both).
+(``tests/writer/summaries/test_hparams_custom_scalars.py`` shows both).
 """
 from __future__ import annotations
 

@@ -1,0 +1,307 @@
+"""TensorBoardCallback's see-inside options and its flush at the end of ``Module.fit``, read back."""
+import io
+import logging
+import math
+import os
+
+import mxnet as mx
+import numpy as np
+import pytest
+from PIL import Image
+
+import readback
+import repo_paths
+from gluon_tb.handlers import Embeddings, GradHealth, TensorBoardCallback
+from gluon_tb.writer import SummaryWriter
+from gluon_tb.handlers._options.conv_filter_images import feature_map_images, filter_images
+
+N, BATCH, CLASSES, EPOCHS, LR = 64, 16, 4, 2, 0.1  # 4 batches an epoch, global batches 0..7
+PARAMS = ["conv1_weight", "conv1_bias", "fc1_weight", "fc1_bias", "fc2_weight", "fc2_bias"]
+
+
+def data():
+    rs = np.random.RandomState(0)
+    x, y = rs.rand(N, 1, 8, 8).astype("float32"), rs.randint(0, CLASSES, N).astype("float32")
+    xv, yv = rs.rand(24, 1, 8, 8).astype("float32"), rs.randint(0, CLASSES, 24).astype("float32")
+    return x, y, xv, yv
+
+
+def iters():
+    x, y, xv, yv = data()
+    return (mx.io.NDArrayIter(x, y, BATCH, label_name="softmax_label"),
+            mx.io.NDArrayIter(xv, yv, BATCH, label_name="softmax_label"))
+
+
+def symbol():
+    d = mx.sym.var("data")
+    c = mx.sym.Activation(mx.sym.Convolution(d, kernel=(3, 3), num_filter=4, name="conv1"),
+                          act_type="relu", name="relu1")
+    h = mx.sym.Activation(mx.sym.FullyConnected(mx.sym.flatten(c), num_hidden=8, name="fc1"),
+                          act_type="relu", name="relu2")
+    return mx.sym.SoftmaxOutput(mx.sym.FullyConnected(h, num_hidden=CLASSES, name="fc2"), name="softmax")
+
+
+def fit(cb, ctx=None, eval_data=True, extra=(), close=True):
+    mx.random.seed(0)
+    train, val = iters()
+    mod = mx.mod.Module(symbol(), context=ctx or mx.cpu())
+    mod.fit(train, eval_data=val if eval_data else None, num_epoch=EPOCHS, optimizer="sgd",
+            optimizer_params={"learning_rate": LR}, initializer=mx.init.Xavier(),
+            batch_end_callback=[cb, *extra], epoch_end_callback=cb.epoch_end, eval_end_callback=cb.eval_end)
+    if close:
+        cb.close()
+    return mod
+
+
+def steps(logdir):
+    """``{(run, tag): [steps]}`` of everything TensorBoard reads in ``logdir``."""
+    return {rt: [e.step for e in readback.tensor_events(logdir, *rt)] for rt in readback.tags(logdir)}
+
+
+def png(logdir, tag, i=-1, run="train"):
+    ev = readback.tensor_events(logdir, run, tag)[i]
+    return ev.step, np.asarray(Image.open(io.BytesIO(ev.tensor_proto.string_val[2]))).astype(int)
+
+
+# ------------------------------------------------------------ the layout with every option
+def test_every_option_exact_runs_tags_and_steps(tmp_path):
+    d = str(tmp_path)
+    fit(TensorBoardCallback(d, conv_filters=True, embeddings=Embeddings(20, every=1), grad_health=True,
+                            histogram_period=3))
+    checks = [0, 3, 6]
+    expected = {("train", "__run_graph__"): [0], ("train_batch", "batch_accuracy"): list(range(8)),
+                ("train", "epoch_accuracy"): [0, 1], ("validation", "epoch_accuracy"): [0, 1],
+                ("train", "conv_filters/conv1"): [0, 1], ("train", "feature_maps/conv1"): [0, 1],
+                **{("train", t): [0, 1] for t in readback.EPOCH_EXTRAS}}
+    for p in PARAMS:
+        expected[("train_batch", f"weights/{p}")] = expected[("train_batch", f"gradients/{p}")] = checks
+    for kind in ("grad_norm", "weight_norm", "update_ratio"):
+        for p in PARAMS + ["global"]:
+            expected[("train_batch", f"{kind}/{p}")] = checks
+    assert steps(d) == expected
+    assert sorted(os.listdir(d)) == ["train", "train_batch", "validation"]
+    assert sorted(os.listdir(os.path.join(d, "train", "embedding"))) == ["00000", "00001"]
+
+
+def test_default_schedule_is_the_epochs_last_batch(tmp_path):
+    d = str(tmp_path)
+    fit(TensorBoardCallback(d, grad_health=GradHealth(per_param=False), weights=False, graph=False))
+    got = steps(d)
+    assert {rt: s for rt, s in got.items() if "/" in rt[1]} == {
+        ("train_batch", f"{k}/global"): [3, 7] for k in ("grad_norm", "weight_norm", "update_ratio")} | {
+        ("train_batch", f"gradients/{p}"): [3, 7] for p in PARAMS}
+
+
+# ------------------------------------------------------------ values
+def test_filters_and_feature_maps_are_the_final_weights_on_the_first_input(tmp_path):
+    d, ref = str(tmp_path / "cb"), str(tmp_path / "ref")
+    mod = fit(TensorBoardCallback(d, conv_filters="conv1", weights=False))
+    arg, _ = mod.get_params()
+    x0 = mx.nd.array(data()[0][:1])
+    maps = mx.nd.Convolution(x0, arg["conv1_weight"], arg["conv1_bias"], kernel=(3, 3), num_filter=4)
+    with SummaryWriter(ref) as w:  # the expected images, through the same image path
+        imgs, _ = filter_images(arg["conv1_weight"])
+        w.add_images("conv_filters/conv1", imgs, 1, dataformats="NCHW")
+        w.add_images("feature_maps/conv1", feature_map_images(maps), 1, dataformats="NCHW")
+    for tag in ("conv_filters/conv1", "feature_maps/conv1"):
+        step, got = png(d, tag)
+        _, want = png(ref, tag, run=".")
+        assert step == 1 and got.shape == want.shape
+        assert np.abs(got - want).max() <= 1
+
+
+class GradOracle:
+    """Each batch's gradient (summed over devices) and weights, taken inside ``Module.update``
+    (before the update: the batch's own gradient whatever the kvstore does next) and after it."""
+
+    def __init__(self):
+        self.g, self.w, self.mod = [], [], None
+
+    def attach(self, mod):
+        inner = mod.update
+
+        def update():
+            g = mod._exec_group
+            self.g.append({n: sum(a.asnumpy().astype(np.float64) for a in gs)
+                           for n, gs in zip(g.param_names, g.grad_arrays)})
+            inner()
+            self.w.append({n: ws[0].asnumpy().astype(np.float64) for n, ws in zip(g.param_names, g.param_arrays)})
+        mod.update = update
+
+
+@pytest.mark.parametrize("ctxs,update_on_kvstore", [(1, "1"), (2, "1"), (2, "0")])
+def test_health_scalars_match_the_batch_gradients(tmp_path, monkeypatch, ctxs, update_on_kvstore):
+    monkeypatch.setenv("MXNET_UPDATE_ON_KVSTORE", update_on_kvstore)
+    d = str(tmp_path)
+    oracle = GradOracle()
+    orig_bind = mx.mod.Module.init_optimizer
+
+    def init_optimizer(self, *a, **k):  # hook the oracle before training starts
+        orig_bind(self, *a, **k)
+        oracle.attach(self)
+    monkeypatch.setattr(mx.mod.Module, "init_optimizer", init_optimizer)
+    fit(TensorBoardCallback(d, grad_health=True, histogram_period=1),
+        ctx=[mx.cpu(i) for i in range(ctxs)])
+    assert len(oracle.g) == 8
+    for p in PARAMS + ["global"]:
+        names = PARAMS if p == "global" else [p]
+        gn = [math.sqrt(sum((b[n] ** 2).sum() for n in names)) / BATCH for b in oracle.g]
+        wn = [math.sqrt(sum((b[n] ** 2).sum() for n in names)) for b in oracle.w]  # after the update
+        got_g = readback.scalars(d, "train_batch", f"grad_norm/{p}")
+        got_w = readback.scalars(d, "train_batch", f"weight_norm/{p}")
+        assert [s for s, _ in got_g] == list(range(8)) == [s for s, _ in got_w]
+        assert [v for _, v in got_g] == pytest.approx(gn, rel=1e-4)
+        assert [v for _, v in got_w] == pytest.approx(wn, rel=1e-4)
+        ratio = [v for _, v in readback.scalars(d, "train_batch", f"update_ratio/{p}")]
+        assert ratio == pytest.approx([LR * g / max(w, LR * g) for g, w in zip(gn, wn)], rel=1e-4)
+    assert ("train_batch", "grad_health") not in readback.tags(d)  # healthy: no detector text
+
+
+def test_detector_warns_and_writes_text_without_stopping(tmp_path, caplog):
+    d = str(tmp_path)
+    cb = TensorBoardCallback(d, grad_health=GradHealth(vanish_below=1e9, vanish_checks=2), histogram_period=1)
+    with caplog.at_level(logging.WARNING, logger="gluon_tb.handlers"):
+        fit(cb)
+    assert cb.health_events == {"vanishing": 1}  # every norm is "below 1e9": the 2nd check fires
+    ev = readback.tensor_events(d, "train_batch", "grad_health")
+    assert [e.step for e in ev] == [1]
+    assert "vanishing gradients" in ev[0].tensor_proto.string_val[0].decode()
+    assert len([r for r in caplog.records if "vanishing" in r.getMessage()]) == 1
+    assert [s for s, _ in readback.scalars(d, "train_batch", "batch_accuracy")] == list(range(8))  # not stopped
+
+
+@pytest.mark.parametrize("source", ["eval_data", "data_pair", "data_iter"])
+def test_embeddings_are_the_classifier_inputs_with_labels(tmp_path, source):
+    d = str(tmp_path)
+    x, y, xv, yv = data()
+    kw = {"eval_data": source == "eval_data"}
+    if source == "eval_data":
+        emb, sx, sy = Embeddings(20), xv[:20], yv[:20]  # 24 samples in batches of 16: crosses a batch
+    elif source == "data_pair":
+        emb, sx, sy = Embeddings(10, data=(x[:10], y[:10])), x[:10], y[:10]
+    else:
+        it = mx.io.NDArrayIter(xv, yv, 16, last_batch_handle="pad")
+        emb, sx, sy = Embeddings(100, data=it), xv, yv  # the padded last batch's pad is left out
+    mod = fit(TensorBoardCallback(d, embeddings=emb, weights=False), **kw)
+    arg, _ = mod.get_params()
+    h = mx.nd.Convolution(mx.nd.array(sx), arg["conv1_weight"], arg["conv1_bias"], kernel=(3, 3),
+                          num_filter=4).relu().flatten()
+    feats = mx.nd.FullyConnected(h, arg["fc1_weight"], arg["fc1_bias"], num_hidden=8).relu()
+    pred = mx.nd.FullyConnected(feats, arg["fc2_weight"], arg["fc2_bias"], num_hidden=CLASSES).argmax(axis=1)
+    folder = os.path.join(d, "train", "embedding", "00001")  # the last epoch, at the end of fit
+    assert sorted(os.listdir(os.path.join(d, "train", "embedding"))) == ["00001"]
+    got = readback.projector_tensors(os.path.join(d, "train"))["embedding"]
+    np.testing.assert_allclose(got, feats.asnumpy(), rtol=1e-4, atol=1e-5)
+    rows = open(os.path.join(folder, "metadata.tsv")).read().splitlines()
+    assert rows[0] == "label\tpredicted"
+    assert rows[1:] == [f"{int(a)}\t{int(b)}" for a, b in zip(sy, pred.asnumpy())]
+
+
+# ------------------------------------------------------------ the end of fit
+@pytest.mark.parametrize("eval_data", [True, False])
+def test_last_epoch_is_on_disk_when_fit_returns_without_close(tmp_path, eval_data):
+    d = str(tmp_path)
+    cb = TensorBoardCallback(d, flush_secs=3600)  # nothing is written by time in this test
+    try:
+        fit(cb, eval_data=eval_data, close=False)
+        run = "validation" if eval_data else "train"
+        assert [s for s, _ in readback.scalars(d, run, "epoch_accuracy")] == [0, 1]
+        assert [e.step for e in readback.tensor_events(d, "train_batch", "weights/fc2_weight")] == [3, 7]
+    finally:
+        cb.close()
+
+
+def test_fit_ends_with_a_flush_of_every_run_after_the_last_values(tmp_path, monkeypatch):
+    """The writer thread may write earlier on its own; what fit guarantees is this flush."""
+    order = []
+    for name in ("add_scalar", "flush"):
+        inner = getattr(SummaryWriter, name)
+
+        def spy(self, *a, _inner=inner, _name=name, **k):
+            order.append((_name, os.path.basename(self.logdir)) + tuple(a[:1]) + tuple(a[2:3]))
+            return _inner(self, *a, **k)
+        monkeypatch.setattr(SummaryWriter, name, spy)
+    d = str(tmp_path)
+    cb = TensorBoardCallback(d, flush_secs=3600, batch_period=None)
+    try:
+        fit(cb, close=False)
+        assert order[-10:] == [("add_scalar", "train", "epoch_accuracy", 1),
+                               ("add_scalar", "train", "epoch_learning_rate", 1),
+                               ("add_scalar", "train", "epoch_samples_per_second", 1),
+                               ("add_scalar", "train", "epoch_input_wait_seconds", 1),
+                               ("add_scalar", "train", "epoch_batch_seconds", 1),
+                               ("add_scalar", "train", "epoch_input_wait_fraction", 1),
+                               ("add_scalar", "validation", "epoch_accuracy", 1),
+                               ("flush", "train"), ("flush", "train_batch"), ("flush", "validation")]
+        assert [o for o in order if o[0] == "flush"] == [("flush", "train"), ("flush", "train_batch"),
+                                                         ("flush", "validation")]
+    finally:
+        cb.close()
+
+
+# ------------------------------------------------------------ arguments
+def test_option_arguments_checked_up_front():
+    with pytest.raises(TypeError, match="conv_filters must be a bool or the name"):
+        TensorBoardCallback("x", conv_filters=3)
+    with pytest.raises(TypeError, match="embeddings must be None, True, a sample count"):
+        TensorBoardCallback("x", embeddings="all")
+    with pytest.raises(TypeError, match=r"grad_health must be None, a bool or a GradHealth\(\.\.\.\)"):
+        TensorBoardCallback("x", grad_health="yes")
+    with pytest.raises(ValueError, match="histogram_period must not be None when grad_health"):
+        TensorBoardCallback("x", grad_health=True, histogram_period=None)
+    with pytest.raises(ValueError, match=r"cannot stop Module.fit.*got stop=\['exploding'\]"):
+        TensorBoardCallback("x", grad_health=GradHealth(stop=["exploding"]))
+    with pytest.raises(ValueError, match="histogram_period must be a positive int, got 0"):
+        TensorBoardCallback("x", histogram_period=0)
+    with pytest.raises(TypeError, match="histogram_period must be a positive int, 'epoch' or None"):
+        TensorBoardCallback("x", histogram_period="batch")
+
+
+def test_a_layer_that_is_not_a_convolution_is_named(tmp_path):
+    with pytest.raises(ValueError, match=r"2-D Convolution of the symbol \(conv1\), got 'fc1' \(a FullyConnected\)"):
+        fit(TensorBoardCallback(str(tmp_path), conv_filters="fc1"))
+    with pytest.raises(ValueError, match="layer 'nope' is not a layer of the symbol; its layers are conv1, relu1"):
+        fit(TensorBoardCallback(str(tmp_path / "b"), embeddings=Embeddings(4, layer="nope")))
+
+
+def test_module_example_runs_offline(tmp_path):
+    import runpy
+
+    d = str(tmp_path / "digits")
+    runpy.run_path(os.path.join(repo_paths.EXAMPLES, "module_digits.py"),
+                   run_name="example")["main"](["--logdir", d, "--epochs", "2"])
+    got = steps(d)
+    assert got[("train_batch", "grad_norm/global")] == [22, 45]  # 1438 digits in 23 batches of 64
+    assert got[("validation", "epoch_accuracy")] == [0, 1]
+    assert os.listdir(os.path.join(d, "train", "embedding")) == ["00001"]
+    rows = open(os.path.join(d, "train", "embedding", "00001", "metadata.tsv")).read().splitlines()
+    assert len(rows) == 301 and rows[0] == "label\tpredicted"
+
+
+def test_bucketing_module_gets_the_same_tags(tmp_path):
+    """BucketingModule trains through its current Module: the options reach its executors."""
+    class Bucketed(mx.io.NDArrayIter):  # what BucketingModule reads of each batch
+        default_bucket_key = 0
+
+        def next(self):
+            b = super().next()
+            b.bucket_key, b.provide_data, b.provide_label = 0, self.provide_data, self.provide_label
+            return b
+
+    d = str(tmp_path)
+    x, y, xv, yv = data()
+    train = Bucketed(x, y, BATCH, label_name="softmax_label")
+    val = Bucketed(xv, yv, BATCH, label_name="softmax_label")
+    mod = mx.mod.BucketingModule(lambda key: (symbol(), ("data",), ("softmax_label",)),
+                                 default_bucket_key=0, context=mx.cpu())
+    cb = TensorBoardCallback(d, conv_filters=True, embeddings=8, grad_health=True, histogram_period=4,
+                             graph=False)
+    mod.fit(train, eval_data=val, num_epoch=EPOCHS, optimizer="sgd", optimizer_params={"learning_rate": LR},
+            initializer=mx.init.Xavier(), batch_end_callback=cb, epoch_end_callback=cb.epoch_end,
+            eval_end_callback=cb.eval_end)
+    cb.close()
+    got = steps(d)
+    assert got[("train_batch", "grad_norm/global")] == got[("train_batch", "weights/fc1_weight")] == [0, 4]
+    assert got[("train", "feature_maps/conv1")] == [0, 1]
+    assert len({t for r, t in got if t.startswith("update_ratio/")}) == len(PARAMS) + 1
+    assert os.listdir(os.path.join(d, "train", "embedding")) == ["00001"]

@@ -1,0 +1,148 @@
+"""Where an epoch's time goes: ``epoch_input_wait_seconds``, ``epoch_batch_seconds`` and
+``epoch_input_wait_fraction``, with a loader made slow by a known amount, read back."""
+import logging
+import time
+import warnings
+
+import numpy as np
+import pytest
+from mxnet import gluon
+
+import readback
+import repo_paths
+from gluon_tb.handlers import TensorBoardHandler
+from test_estimator_handler import BATCH, N, make_est, make_net
+
+BATCHES = N // BATCH
+warnings.filterwarnings("ignore", message="No trainer specified")
+
+
+class SlowDataset(gluon.data.Dataset):
+    """``__getitem__`` sleeps ``delay`` seconds: a loader ``BATCH * delay`` s slow a batch."""
+
+    def __init__(self, delay):
+        rs = np.random.RandomState(0)
+        self.x = rs.rand(N, 1, 8, 8).astype("float32")
+        self.y = rs.randint(0, 4, size=N).astype("float32")
+        self.delay = delay
+
+    def __getitem__(self, i):
+        if self.delay:
+            time.sleep(self.delay)
+        return self.x[i], self.y[i]
+
+    def __len__(self):
+        return N
+
+
+def fit(logdir, delay, epochs=2):
+    data = gluon.data.DataLoader(SlowDataset(delay), batch_size=BATCH)
+    make_est(make_net()).fit(data, epochs=epochs, event_handlers=[TensorBoardHandler(str(logdir))])
+    return {t: readback.scalars(str(logdir), "train", t) for t in
+            ("epoch_input_wait_seconds", "epoch_batch_seconds", "epoch_input_wait_fraction")}
+
+
+def median(points):
+    return float(np.median([v for _, v in points]))
+
+
+def test_a_slow_loader_is_measured_within_20_percent(tmp_path, caplog):
+    """The loader sleeps a known 256 ms an epoch; the in-memory loader's own wait (its collation)
+    is measured beside it and added. Medians over 3 epochs (the first has the warm-up)."""
+    delay = 0.004
+    fast = fit(tmp_path / "fast", 0.0, epochs=3)
+    with caplog.at_level(logging.WARNING, logger="gluon_tb"):
+        got = fit(tmp_path / "slow", delay, epochs=3)
+    want = BATCHES * BATCH * delay
+    for tag, points in got.items():
+        assert [s for s, _ in points] == [0, 1, 2], tag
+    assert want * 0.95 <= median(got["epoch_input_wait_seconds"]) <= \
+        want * 1.2 + median(fast["epoch_input_wait_seconds"]), (got, fast, want)
+    for (_, wait), (_, busy), (_, frac) in zip(*got.values()):
+        assert frac == pytest.approx(wait / (wait + busy), rel=1e-6)
+    advice = [r.getMessage() for r in caplog.records if "waiting for its next batch" in r.getMessage()]
+    assert len(advice) == 1 and "of epoch 1" in advice[0] and "num_workers" in advice[0]
+    [text] = readback.tensor_events(str(tmp_path / "slow"), "train", "input_wait/advice")
+    assert text.step == 1 and b"num_workers" in text.tensor_proto.string_val[0]
+
+
+def test_an_in_memory_loader_barely_waits(tmp_path, caplog):
+    with caplog.at_level(logging.WARNING, logger="gluon_tb"):
+        got = fit(tmp_path, 0.0, epochs=3)
+    sleep = BATCHES * BATCH * 0.004  # what the slow loader above adds: the scale of "near 0"
+    assert median(got["epoch_input_wait_seconds"]) < 0.1 * sleep, got
+    assert median(got["epoch_input_wait_fraction"]) < 0.5, got  # most of the epoch is in the batches
+    assert not [r for r in caplog.records if "waiting for its next batch" in r.getMessage()]
+    assert ("train", "input_wait/advice") not in readback.tags(str(tmp_path))
+
+
+# ------------------------------------------------------------ Module.fit: the iterator's next() is timed
+class SlowIter:
+    """An ``NDArrayIter`` whose ``next()`` sleeps ``delay`` seconds a batch."""
+
+    def __new__(cls, delay):
+        import mxnet as mx
+
+        rs = np.random.RandomState(0)
+        it = mx.io.NDArrayIter(rs.rand(N, 5).astype("float32"), rs.randint(0, 3, N).astype("float32"), BATCH,
+                               label_name="softmax_label")
+        plain = it.next
+
+        def slow():
+            time.sleep(delay)
+            return plain()
+        if delay:  # the class's method stays; the instance gets a slow one
+            it.next = slow
+        return it
+
+
+def module_fit(logdir, delay, epochs=3):
+    import mxnet as mx
+
+    from gluon_tb.handlers import TensorBoardCallback
+    from test_module_profile import symbol
+
+    it = SlowIter(delay)
+    had = it.next
+    mod = mx.mod.Module(symbol(), context=mx.cpu())
+    with TensorBoardCallback(str(logdir)) as cb:
+        mod.fit(it, num_epoch=epochs, optimizer="sgd", optimizer_params={"learning_rate": 0.1},
+                initializer=mx.init.Xavier(), **cb.fit_callbacks())
+    assert it.next == had  # the iterator's own next() is back
+    return {t: readback.scalars(str(logdir), "train", t) for t in
+            ("epoch_input_wait_seconds", "epoch_batch_seconds", "epoch_input_wait_fraction")}
+
+
+def test_module_fit_measures_a_slow_iterator(tmp_path):
+    delay = 0.02  # a batch: 4 batches and the end-of-epoch call an epoch
+    fast = module_fit(tmp_path / "fast", 0.0)
+    got = module_fit(tmp_path / "slow", delay)
+    for tag, points in got.items():
+        assert [s for s, _ in points] == [0, 1, 2], tag
+    # epoch 0's first fetch comes before any callback: epochs 1 and 2 count all 5 calls
+    want = 5 * delay
+    for _, wait in got["epoch_input_wait_seconds"][1:]:
+        assert want * 0.95 <= wait <= want * 1.2 + median(fast["epoch_input_wait_seconds"]), (got, fast, want)
+    assert got["epoch_input_wait_fraction"][1][1] > 0.5
+    assert median(fast["epoch_input_wait_fraction"]) < 0.5
+
+
+def test_the_example_shows_a_slow_loader_near_1_and_the_advice(tmp_path, monkeypatch, caplog):
+    import os
+    import sys
+
+    examples = repo_paths.EXAMPLES
+    monkeypatch.syspath_prepend(examples)
+    import input_wait_digits
+
+    logdir = str(tmp_path / "logs")
+    with caplog.at_level(logging.WARNING, logger="gluon_tb"):
+        input_wait_digits.main(["--logdir", logdir, "--samples", "256", "--delay", "0.004"])
+    slow = [v for _, v in readback.scalars(logdir, "slow/train", "epoch_input_wait_fraction")]
+    fast = [v for _, v in readback.scalars(logdir, "fast/train", "epoch_input_wait_fraction")]
+    assert len(slow) == len(fast) == 3
+    assert min(slow) > 0.5 and float(np.median(fast)) < float(np.median(slow)) / 2, (slow, fast)
+    assert ("slow/train", "input_wait/advice") in readback.tags(logdir)
+    assert ("fast/train", "input_wait/advice") not in readback.tags(logdir)
+    assert sum("waiting for its next batch" in r.getMessage() for r in caplog.records) == 1
+    sys.modules.pop("input_wait_digits", None)

@@ -1,0 +1,110 @@
+"""Process lifecycle: what Python guarantees at shutdown that the writer relies on, and SIGTERM.
+
+A remote log directory is flushed from a ``threading._register_atexit`` hook (see
+``_io/lifecycle.py``'s ``_hook_remote``): private, but the only hook that runs before
+``concurrent.futures`` stops taking work, which fsspec's async back-ends (s3fs, gcsfs)
+need to resolve a host name. ``atexit`` is too late. These tests pin that down, so a
+Python that changes it fails here rather than silently losing a run's last part.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import readback
+
+from repo_paths import ROOT  # noqa: E402
+
+
+def run(code, *args, env=None, timeout=90):
+    e = dict(os.environ, PYTHONPATH=ROOT, **(env or {}))
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], env=e, text=True,
+                          capture_output=True, timeout=timeout)
+
+
+def test_python_runs_threading_atexit_hooks_before_thread_pools_stop_and_atexit_after():
+    """What ``_hook_remote`` relies on, stated as Python's behaviour."""
+    p = run("""
+        import atexit, concurrent.futures.thread, threading  # futures registers its hook first
+        pool = concurrent.futures.ThreadPoolExecutor(1)
+        pool.submit(int).result()
+
+        def submit(who):
+            try:
+                pool.submit(int).result()
+                print(who, "ok", flush=True)
+            except RuntimeError as e:
+                print(who, "refused", flush=True)
+
+        atexit.register(submit, "atexit")
+        threading._register_atexit(submit, "hook")  # private: the test fails if it goes away
+    """)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split("\n")[:2] == ["hook ok", "atexit refused"]
+
+
+def test_remote_writer_left_open_is_flushed_while_thread_pools_still_work(tmp_path):
+    """End to end: an fsspec file system whose writes go through a thread pool (as s3fs's
+    host-name lookups do), a writer never closed, the interpreter simply ending."""
+    p = run("""
+        import concurrent.futures, sys
+        from fsspec.implementations.local import LocalFileSystem
+
+        pool = concurrent.futures.ThreadPoolExecutor(1)
+        real = LocalFileSystem.pipe_file
+        LocalFileSystem.pipe_file = lambda fs, *a, **kw: pool.submit(real, fs, *a, **kw).result()
+
+        from gluon_tb import SummaryWriter
+        w = SummaryWriter("local://" + sys.argv[1], flush_secs=3600)
+        for i in range(100):
+            w.add_scalar("s", float(i), i)
+    """, str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    assert "could not" not in p.stderr, p.stderr
+    assert readback.scalars(str(tmp_path), ".", "s") == [(i, float(i)) for i in range(100)]
+
+
+SIGTERM_SELF = """
+    import os, signal, sys
+    from gluon_tb import SummaryWriter
+    w = SummaryWriter(sys.argv[1], flush_secs=3600)
+    handler = signal.getsignal(signal.SIGTERM)
+    print("default" if handler is signal.SIG_DFL else f"{handler.__module__}.{handler.__name__}", flush=True)
+    for i in range(500):
+        w.add_scalar("s", float(i), i)
+    os.kill(os.getpid(), signal.SIGTERM)
+    signal.pause()
+"""
+
+
+def test_sigterm_handler_is_installed_by_default_and_writes_what_is_queued(tmp_path):
+    p = run(SIGTERM_SELF, str(tmp_path))
+    assert p.returncode == -signal.SIGTERM  # the process still ends the way SIGTERM ends it
+    assert p.stdout.split() == ["gluon_tb.writer._io.lifecycle._on_sigterm"]
+    assert readback.scalars(str(tmp_path), ".", "s") == [(i, float(i)) for i in range(500)]
+
+
+@pytest.mark.parametrize("value", ["1", "yes"])
+def test_sigterm_handler_opt_out(tmp_path, value):
+    p = run(SIGTERM_SELF, str(tmp_path), env={"GLUON_TB_NO_SIGNAL_HANDLER": value})
+    assert p.returncode == -signal.SIGTERM
+    assert p.stdout.split() == ["default"]  # Python's own, untouched
+
+
+def test_sigterm_handler_is_not_installed_from_a_thread(tmp_path):
+    """signal.signal works only on the main thread: a writer made elsewhere installs nothing."""
+    p = run("""
+        import signal, sys, threading
+        from gluon_tb import SummaryWriter
+        t = threading.Thread(target=lambda: SummaryWriter(sys.argv[1]).add_scalar("s", 1.0))
+        t.start(); t.join()
+        print(signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)
+    """, str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["True"]
+    assert readback.scalars(str(tmp_path), ".", "s") == [(0, 1.0)]
