@@ -169,6 +169,8 @@ def test_option_checks():
         TensorBoardHandler("x", embeddings="all")
     with pytest.raises(ValueError, match="stop"):
         GradHealth(stop=["sometimes"])
+    with pytest.raises(TypeError, match="stop must be a bool or a collection of 'nonfinite'"):
+        GradHealth(stop="nonfinite")  # one name, not a collection of names
 
 
 # ------------------------------------------------------------ gradient health
