@@ -171,6 +171,16 @@ def test_option_checks():
         GradHealth(stop=["sometimes"])
     with pytest.raises(TypeError, match="stop must be a bool or a collection of 'nonfinite'"):
         GradHealth(stop="nonfinite")  # one name, not a collection of names
+    with pytest.raises(ValueError, match="conv_filters must be a bool or the name of a Conv2D layer, got str ''"):
+        TensorBoardHandler("x", conv_filters="")
+    with pytest.raises(ValueError, match="layer must be None or a block name, got str ''"):
+        Embeddings(layer="")
+    with pytest.raises(TypeError, match="layer must be None or a block name, got int 3"):
+        Embeddings(layer=3)
+    with pytest.raises(ValueError, match="tag must be a non-empty str, got str ''"):
+        Embeddings(tag="")
+    with pytest.raises(TypeError, match="tag must be a non-empty str, got NoneType None"):
+        Embeddings(tag=None)
 
 
 # ------------------------------------------------------------ gradient health
