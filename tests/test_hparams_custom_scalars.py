@@ -143,7 +143,7 @@ def test_option_drops_the_experiment(tmp_path):
     (({"a": 1}, {"m": True}), {}, TypeError, "metric_dict"),
     (({"a": 1}, {3: 1.0}), {}, TypeError, "metric_dict"),
     (({"a": 1}, {}), {"hparam_domain_discrete": {"a": [2, 3]}}, ValueError, "hparam_domain_discrete"),
-    (({"a": 1}, {}), {"hparam_domain_discrete": {"a": ["1"]}}, ValueError, "hparam_domain_discrete"),
+    (({"a": 1}, {}), {"hparam_domain_discrete": {"a": ["1"]}}, TypeError, "hparam_domain_discrete"),  # str for int
     (({"a": 1}, {}), {"hparam_domain_discrete": {"b": [1]}}, ValueError, "hparam_domain_discrete"),
 ])
 def test_hparams_errors_name_the_argument(tmp_path, args, kwargs, exc, word):

@@ -193,6 +193,8 @@ def test_tile_images_layout():
     (dict(images=np.zeros((0, 1, 2, 2))), ValueError, "images"),
     (dict(images=np.zeros((2, 1, 2, 2)), nrow=0), ValueError, "nrow"),
     (dict(images=np.zeros((2, 1, 2, 2)), padding=-1), ValueError, "padding"),
+    (dict(images=np.zeros((2, 1, 2, 2)), nrow=2.0), TypeError, "nrow must be a positive int or None, got float 2.0"),
+    (dict(images=np.zeros((2, 1, 2, 2)), padding="2"), TypeError, "padding must be a non-negative int, got str '2'"),
     (dict(images="x"), TypeError, "images"),
 ])
 def test_tile_images_errors(kwargs, exc, word):

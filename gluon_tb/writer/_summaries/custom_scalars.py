@@ -63,9 +63,11 @@ def _check_chart(spec: Any, where: str) -> Tuple[str, List[str]]:
     if isinstance(tags, (str, bytes)) or not isinstance(tags, Sequence):
         raise TypeError(f"{where}[1] must be a list of str tags, got {describe(tags)}")
     tags = list(tags)
-    bad = [t for t in tags if not isinstance(t, str) or not t]
+    bad = [t for t in tags if not isinstance(t, str)]
     if bad:
         raise TypeError(f"{where}[1] must hold non-empty str tags, got {describe(bad[0])}")
+    if "" in tags:
+        raise ValueError(f"{where}[1] must hold non-empty str tags, got str ''")
     for t in tags:
         check_utf8(t, f"{where}[1]")
     if kind == "Multiline" and not tags:
