@@ -256,7 +256,11 @@ def test_custom_scalars_plugin_serves_the_layout(tmp_path):
     ([], TypeError, "layout"),
     ({}, ValueError, "layout"),
     ({"c": ["Multiline", ["a"]]}, TypeError, r"layout\['c'\]"),
-    ({"c": {"t": ("Multiline",)}}, TypeError, r"layout\['c'\]\['t'\]"),
+    ({"c": {"t": ("Multiline",)}}, ValueError, r"layout\['c'\]\['t'\]"),  # a sequence, not a pair
+    ({"c": {"t": "Multiline"}}, TypeError, r"layout\['c'\]\['t'\] must be \['Multiline'"),
+    ({"c": {"t": [None, ["a"]]}}, TypeError, r"layout\['c'\]\['t'\]\[0\] must be 'Multiline' or 'Margin'"),
+    ({"c": {"t": ["", ["a"]]}}, ValueError, r"\[0\] must be 'Multiline' or 'Margin'"),
+    ({"c": {"t": ["Multiline", ["a", ""]]}}, ValueError, "non-empty str tags, got str ''"),
     ({"c": {"t": ["Lines", ["a"]]}}, ValueError, "'Multiline' or 'Margin'"),
     ({"c": {"t": ["Multiline", "a"]}}, TypeError, "list of str"),
     ({"c": {"t": ["Multiline", []]}}, ValueError, "at least one"),

@@ -54,10 +54,14 @@ def check_layout(layout: Any) -> List[Tuple[str, List[Tuple[str, str, List[str]]
 
 
 def _check_chart(spec: Any, where: str) -> Tuple[str, List[str]]:
-    if isinstance(spec, (str, bytes)) or not isinstance(spec, Sequence) or len(spec) != 2:
-        raise TypeError(f"{where} must be ['Multiline', [tag_regex, ...]] or "
-                        f"['Margin', [value_tag, lower_tag, upper_tag]], got {describe(spec)}")
+    expect = "['Multiline', [tag_regex, ...]] or ['Margin', [value_tag, lower_tag, upper_tag]]"
+    if isinstance(spec, (str, bytes)) or not isinstance(spec, Sequence):
+        raise TypeError(f"{where} must be {expect}, got {describe(spec)}")
+    if len(spec) != 2:  # a list, but not a pair (as Python's "too many values to unpack")
+        raise ValueError(f"{where} must be {expect}, got {describe(spec)}")
     kind, tags = spec
+    if not isinstance(kind, str):
+        raise TypeError(f"{where}[0] must be 'Multiline' or 'Margin', got {describe(kind)}")
     if kind not in _KINDS:
         raise ValueError(f"{where}[0] must be 'Multiline' or 'Margin', got {kind!r}")
     if isinstance(tags, (str, bytes)) or not isinstance(tags, Sequence):
