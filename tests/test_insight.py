@@ -183,6 +183,21 @@ def test_option_checks():
         Embeddings(tag=None)
 
 
+@pytest.mark.parametrize("kwargs, exc, words", [
+    (dict(max_filters="8"), TypeError, "max_filters must be a positive int, got str '8'"),
+    (dict(max_filters=8.0), TypeError, "max_filters must be a positive int, got float 8.0"),
+    (dict(max_filters=0), ValueError, "max_filters must be a positive int, got int 0"),
+    (dict(zoom=True), TypeError, "zoom must be a positive int, got bool True"),
+    (dict(zoom=0), ValueError, "zoom must be a positive int, got int 0"),
+])
+def test_filter_image_sizes_are_checked_with_the_shared_check(kwargs, exc, words):
+    from gluon_tb.handlers._options.conv_filter_images import filter_images
+
+    with pytest.raises(exc) as e:
+        filter_images(mx.nd.ones((4, 1, 3, 3)), **kwargs)
+    assert str(e.value) == words
+
+
 # ------------------------------------------------------------ gradient health
 def test_health_scalars_match_the_gradients(tmp_path):
     d = str(tmp_path)
