@@ -77,9 +77,10 @@ def autolog(logdir: Union[str, "os.PathLike[str]", None] = None, *, disable: boo
             ``histogram_period=None``, ...). Each goes to those of the two that take it.
 
     Raises:
-        TypeError: an option neither of them takes (named), ``logdir`` missing, or ``disable``
-            not a bool.
-        ValueError: an option value they refuse (checked here, before any training).
+        TypeError: an option neither of them takes (named), ``logdir`` missing, ``disable``
+            not a bool, or an option value of a type they refuse (``flush_secs="2"``).
+        ValueError: an option value of the right type that they refuse (``flush_secs=0``).
+        Both are checked here, before any training.
     """
     global _config, _fits
     if not isinstance(disable, bool):

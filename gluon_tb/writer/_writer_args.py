@@ -1,15 +1,16 @@
 """``SummaryWriter``'s constructor arguments, checked before anything starts.
 
-Each wrong argument is a ``TypeError``/``ValueError`` naming it, what was
-expected and what was received, raised before a thread, file or lock exists.
+Each wrong argument is a ``TypeError`` (a wrong type) or ``ValueError`` (a wrong
+value of the right type) naming it, what was expected and what was received,
+raised before a thread, file or lock exists.
 """
 from __future__ import annotations
 
 import os
 from typing import Any, Optional
 
-from ._common.checks import (check_logdir, check_name_length, check_utf8, describe, is_python_int,
-                             is_python_number, is_remote)
+from ._common.checks import (check_choice, check_logdir, check_name_length, check_positive_int,
+                             check_positive_number, check_utf8, describe, is_python_int, is_remote)
 from ._io.event_file import event_file_name
 
 
@@ -17,10 +18,8 @@ def check_writer_args(logdir: Any, max_queue: Any, flush_secs: Any, filename_suf
                       max_queue_bytes: Any, on_full: Any, worker_nice: Any) -> str:
     """Check ``SummaryWriter``'s arguments; the log directory as a str."""
     logdir = check_logdir(logdir)  # a URL is opened by the Pipeline
-    if not is_python_int(max_queue) or max_queue < 1:
-        raise ValueError(f"max_queue must be a positive int, got {describe(max_queue)}")
-    if not is_python_number(flush_secs) or not flush_secs > 0:
-        raise ValueError(f"flush_secs must be a positive number, got {describe(flush_secs)}")
+    check_positive_int(max_queue, "max_queue")
+    check_positive_number(flush_secs, "flush_secs")  # the handlers' check of their flush_secs too
     if filename_suffix is not None and not isinstance(filename_suffix, str):
         raise TypeError(f"filename_suffix must be a str, got {describe(filename_suffix)}")
     if filename_suffix and (os.sep in filename_suffix or "/" in filename_suffix or "\x00" in filename_suffix):
@@ -33,15 +32,20 @@ def check_writer_args(logdir: Any, max_queue: Any, flush_secs: Any, filename_suf
             raise ValueError(f"logdir must not contain a NUL character, got {logdir!r}")
         for part in logdir.split(os.sep):
             check_name_length(part, "logdir")  # each directory of it, made by the writer thread
-    if max_queue_bytes is not None and (not is_python_int(max_queue_bytes) or max_queue_bytes < 1024):
-        raise ValueError(f"max_queue_bytes must be None or an int >= 1024, got {describe(max_queue_bytes)}")
-    if on_full not in ("block", "drop"):
-        raise ValueError(f"on_full must be 'block' or 'drop', got {on_full!r}")
+    if max_queue_bytes is not None:
+        if not is_python_int(max_queue_bytes):
+            raise TypeError(f"max_queue_bytes must be None or an int >= 1024, got {describe(max_queue_bytes)}")
+        if max_queue_bytes < 1024:
+            raise ValueError(f"max_queue_bytes must be None or an int >= 1024, got {describe(max_queue_bytes)}")
+    check_choice(on_full, "on_full", ("block", "drop"))
     check_nice(worker_nice)
     return logdir
 
 
 def check_nice(worker_nice: Optional[int]) -> None:
-    if worker_nice is not None and (not is_python_int(worker_nice)
-                                    or not 0 <= worker_nice <= 19):
+    if worker_nice is None:
+        return
+    if not is_python_int(worker_nice):
+        raise TypeError(f"worker_nice must be None or an int from 0 to 19, got {describe(worker_nice)}")
+    if not 0 <= worker_nice <= 19:
         raise ValueError(f"worker_nice must be None or an int from 0 to 19, got {describe(worker_nice)}")

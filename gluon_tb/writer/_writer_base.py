@@ -160,9 +160,12 @@ class WriterBase:
         goes to run ``<logdir>/<main_tag>_<name>`` under the tag ``main_tag``."""
         self._check()
         main_tag = check_tag(main_tag, "main_tag")
-        if not isinstance(tag_scalar_dict, Mapping) or not tag_scalar_dict:
+        if not isinstance(tag_scalar_dict, Mapping):
             raise TypeError(f"tag_scalar_dict must be a non-empty dict of name -> number, "
                             f"got {describe(tag_scalar_dict)}")
+        if not tag_scalar_dict:
+            raise ValueError(f"tag_scalar_dict must be a non-empty dict of name -> number, "
+                             f"got {describe(tag_scalar_dict)}")
         wall = _time() if walltime is None else check_walltime(walltime)
         base = main_tag.replace("/", "_")
         runs = [(check_run_name(base + "_" + check_run_name(name, "tag_scalar_dict key"), "main_tag"),

@@ -178,3 +178,40 @@ def test_the_handler_closes_like_the_module_callback(tmp_path):
         make_est(make_net()).fit(loader(), epochs=1, event_handlers=[h])
     h.close()  # twice is fine
     assert [s for s, _ in readback.scalars(str(tmp_path), "train", "epoch_loss")] == [0]
+
+
+# ------------------------------------------------------------ one error vocabulary (issue 26)
+# The arguments SummaryWriter, TensorBoardHandler and TensorBoardCallback share: the same mistake
+# raises the same type in all three (TypeError: a wrong type; ValueError: a wrong value of the
+# right type), with the argument's name in the message.
+SHARED_MISTAKES = [
+    ("flush_secs", "2", TypeError),
+    ("flush_secs", [2], TypeError),
+    ("flush_secs", True, TypeError),  # a bool is not a number of seconds
+    ("flush_secs", None, TypeError),
+    ("flush_secs", 0, ValueError),
+    ("flush_secs", -1.5, ValueError),
+    ("flush_secs", float("nan"), ValueError),
+    ("logdir", 123, TypeError),
+    ("logdir", None, TypeError),
+    ("logdir", b"logs", TypeError),
+    ("logdir", "", ValueError),
+    ("storage_options", ["key"], TypeError),
+    ("storage_options", {"key": "k"}, ValueError),  # a dict, but for a local logdir
+]
+
+
+@pytest.mark.parametrize("name, bad, error", SHARED_MISTAKES,
+                         ids=[f"{n}={b!r}" for n, b, _ in SHARED_MISTAKES])
+def test_a_shared_argument_raises_the_same_type_in_the_writer_and_both_adapters(tmp_path, name, bad, error):
+    from gluon_tb import SummaryWriter
+
+    kwargs = {"logdir": str(tmp_path / "run"), name: bad}
+    raised = {}
+    for cls in (SummaryWriter, TensorBoardHandler, TensorBoardCallback):
+        with pytest.raises(Exception) as e:
+            cls(**kwargs)
+        raised[cls.__name__] = type(e.value)
+        assert name in str(e.value), (cls.__name__, str(e.value))
+    assert raised == dict.fromkeys(raised, error)
+    assert not (tmp_path / "run").exists()

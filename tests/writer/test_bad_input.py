@@ -152,6 +152,18 @@ ROWS = [
      (ValueError, "labels")),
     ("embedding-images-mismatch", lambda w: w.add_embedding("e", np.zeros((3, 2)), images=np.zeros((2, 1, 4, 4))),
      REJECT, (ValueError, "images")),
+    # a wrong type is a TypeError, a wrong value of the right type a ValueError (issue 26)
+    ("scalars-empty-dict", lambda w: w.add_scalars("m", {}, 1), REJECT,
+     (ValueError, "tag_scalar_dict must be a non-empty dict of name -> number, got dict {}")),
+    ("scalars-list", lambda w: w.add_scalars("m", [("a", 1.0)], 1), REJECT, (TypeError, "tag_scalar_dict must be")),
+    ("scalar-str-array", lambda w: w.add_scalar("x", np.array("1.5"), 1), REJECT,
+     (TypeError, "value must be a single number, got ndarray")),
+    ("scalar-array-of-2", lambda w: w.add_scalar("x", np.ones(2), 1), REJECT,
+     (ValueError, "value must be a single number, got ndarray of shape \\(2,\\)")),
+    ("custom-scalars-empty-tag", lambda w: w.add_custom_scalars({"c": {"x": ["Multiline", ["s", ""]]}}), REJECT,
+     (ValueError, r"\[1\] must hold non-empty str tags, got str ''")),
+    ("custom-scalars-int-tag", lambda w: w.add_custom_scalars({"c": {"x": ["Multiline", ["s", 3]]}}), REJECT,
+     (TypeError, r"\[1\] must hold non-empty str tags, got int 3")),
     ("embedding-1-row", lambda w: w.add_embedding("e", np.ones((1, 2)), labels=["a"]), ACCEPT, None),
     ("embedding-100000-rows", lambda w: w.add_embedding("e", np.ones((100000, 2))), ACCEPT, None),
 ]

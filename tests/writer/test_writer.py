@@ -245,8 +245,13 @@ def test_files_follow_the_umask(tmp_path):
     ({"logdir": "x", "filename_suffix": "a/b"}, ValueError, "filename_suffix"),
     ({"logdir": "x", "worker_nice": 20}, ValueError, "worker_nice must be None or an int from 0 to 19, got int 20"),
     ({"logdir": "x", "worker_nice": -1}, ValueError, "worker_nice"),
-    ({"logdir": "x", "worker_nice": True}, ValueError, "worker_nice"),
-    ({"logdir": "x", "worker_nice": "19"}, ValueError, "worker_nice"),
+    ({"logdir": "x", "worker_nice": True}, TypeError, "worker_nice"),  # a bool is not a nice level
+    ({"logdir": "x", "worker_nice": "19"}, TypeError, "worker_nice"),
+    # a wrong type is a TypeError, a wrong value of the right type a ValueError (issue 26)
+    ({"logdir": "x", "flush_secs": "2"}, TypeError, r"flush_secs must be a positive number, got str '2'"),
+    ({"logdir": "x", "max_queue": 8.0}, TypeError, "max_queue must be a positive int, got float 8.0"),
+    ({"logdir": "x", "max_queue_bytes": 4096.0}, TypeError, "max_queue_bytes"),
+    ({"logdir": "x", "on_full": None}, TypeError, "on_full must be one of 'block', 'drop', got NoneType None"),
 ])
 def test_constructor_validates_arguments(kwargs, exc, word):
     with pytest.raises(exc, match=word):

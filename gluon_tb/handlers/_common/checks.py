@@ -1,43 +1,26 @@
 """The handlers' argument checks, run when a handler is made so that a bad value fails before training.
 
 Each error is a ``TypeError`` or ``ValueError`` that names the argument, what it must be and what was
-given (the writer's ``describe``). ``hparams=`` is checked with the writer's own check.
+given (the writer's ``describe``): a ``TypeError`` for a wrong type, a ``ValueError`` for a wrong value
+of the right type. ``check_choice``, ``check_positive_int`` and ``check_positive_number`` are the writer's
+(``writer/_common/checks.py``), so a mistake made in a handler and in ``SummaryWriter`` raises one type;
+``hparams=`` is checked with the writer's own check.
 """
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Mapping, Optional, Union
 
-from ...writer._common.checks import MAX_STEP, describe, is_python_int, is_python_number, step_too_large
+# the checks the writer's arguments use too: one error type for one mistake (re-exported for the handlers)
+from ...writer._common.checks import (MAX_STEP, check_choice, check_positive_int, check_positive_number,
+                                      describe, is_python_int, step_too_large)
 
 ParamFilter = Union[None, str, Callable[[str], bool]]
-
-
-def check_choice(value: Any, name: str, choices: Tuple[str, ...]) -> str:
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got {describe(value)}")
-    return value
-
-
-def check_positive_int(value: Any, name: str) -> int:
-    if not is_python_int(value):
-        raise TypeError(f"{name} must be a positive int, got {describe(value)}")
-    if value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value}")
-    return value
 
 
 def check_positive_int_or_none(value: Any, name: str) -> Optional[int]:
     """``None`` (an option switched off or left unbounded), or :func:`check_positive_int`'s."""
     return None if value is None else check_positive_int(value, name)
-
-
-def check_positive_number(value: Any, name: str) -> float:
-    if not is_python_number(value):
-        raise TypeError(f"{name} must be a positive number, got {describe(value)}")
-    if not value > 0:
-        raise ValueError(f"{name} must be a positive number, got {value}")
-    return float(value)
 
 
 def param_selector(value: ParamFilter, name: str = "params") -> Callable[[str], bool]:

@@ -40,10 +40,12 @@ def schedule(value: Any, name: str, *, allow_epoch: bool = False) -> Schedule:
     """Validate ``value`` (argument ``name``) and return its :class:`Schedule`."""
     if value is None:
         return Schedule(None, False)
-    if allow_epoch and isinstance(value, str) and value == EPOCH:
-        return Schedule(None, True)
+    expected = "a positive int, 'epoch' or None" if allow_epoch else "a positive int or None"
+    if allow_epoch and isinstance(value, str):
+        if value == EPOCH:
+            return Schedule(None, True)
+        raise ValueError(f"{name} must be {expected}, got {describe(value)}")  # a str, not 'epoch'
     if not is_python_int(value):
-        expected = "a positive int, 'epoch' or None" if allow_epoch else "a positive int or None"
         raise TypeError(f"{name} must be {expected}, got {describe(value)}")
     if value < 1:
         raise ValueError(f"{name} must be a positive int, got {value}")

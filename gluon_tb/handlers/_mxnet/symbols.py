@@ -49,8 +49,10 @@ def layers(symbol: Any, op: Optional[str] = None) -> List[str]:
 
 def layer_output(symbol: Any, name: str, what: str = "layer") -> Any:
     """The output of layer ``name`` (``"fc2"`` or ``"fc2_output"``) of ``symbol``."""
-    if not isinstance(name, str) or not name:
+    if not isinstance(name, str):
         raise TypeError(f"{what} must be a non-empty layer name (str), got {name!r}")
+    if not name:
+        raise ValueError(f"{what} must be a non-empty layer name (str), got ''")
     internals = symbol.get_internals()
     outs = internals.list_outputs()
     for key in (name, f"{name}_output"):

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any, Optional, Tuple
 
-from ...writer._common.checks import describe, is_python_int
+from ...writer._common.checks import check_positive_int
 
 PAD = 2
 
@@ -33,12 +33,10 @@ def auto_zoom(h: int, w: int) -> int:
 
 
 def _check_int(value: Any, name: str, allow_none: bool = False) -> Optional[int]:
+    """A positive int (``None`` too with ``allow_none``): TypeError for another type, ValueError below 1."""
     if value is None and allow_none:
         return None
-    if not is_python_int(value) or value < 1:
-        raise ValueError(f"{name} must be a positive int{' or None' if allow_none else ''}, "
-                         f"got {describe(value)}")
-    return value
+    return check_positive_int(value, name)
 
 
 def normalise(x: Any) -> Any:

@@ -26,6 +26,8 @@ from .protocol import Batch, Epoch, Fit, Option, Part
 def check_conv_filters(value: Any) -> Union[bool, str]:
     if isinstance(value, bool) or (isinstance(value, str) and value):
         return value
+    if value == "":
+        raise ValueError("conv_filters must be a bool or the name of a Conv2D layer, got str ''")
     raise TypeError(f"conv_filters must be a bool or the name of a Conv2D layer, got {describe(value)}")
 
 

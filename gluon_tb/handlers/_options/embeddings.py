@@ -48,13 +48,17 @@ class Embeddings:
     def __init__(self, samples: int = 256, *, layer: Optional[str] = None, every: Optional[int] = None,
                  data: Any = None, tag: str = "embedding") -> None:
         self.samples = check_positive_int(samples, "samples")
-        if layer is not None and (not isinstance(layer, str) or not layer):
+        if layer is not None and not isinstance(layer, str):
             raise TypeError(f"layer must be None or a block name, got {describe(layer)}")
+        if layer == "":
+            raise ValueError("layer must be None or a block name, got str ''")
         self.layer = layer
         self.every = check_positive_int_or_none(every, "every")
         self.data = data
-        if not isinstance(tag, str) or not tag:
+        if not isinstance(tag, str):
             raise TypeError(f"tag must be a non-empty str, got {describe(tag)}")
+        if not tag:
+            raise ValueError("tag must be a non-empty str, got str ''")
         self.tag = tag
 
 

@@ -131,13 +131,15 @@ class GradHealth:
         self.vanish_below = check_positive_number(vanish_below, "vanish_below")
         self.vanish_checks = check_positive_int(vanish_checks, "vanish_checks")
         self.explode_factor = check_positive_number(explode_factor, "explode_factor")
+        expect = f"a bool or a collection of {', '.join(map(repr, KINDS))}"
         if isinstance(stop, bool):
             self.stop = frozenset(KINDS if stop else ())
-        elif isinstance(stop, (list, tuple, set, frozenset)) and all(k in KINDS for k in stop):
-            self.stop = frozenset(stop)
+        elif not isinstance(stop, (list, tuple, set, frozenset)):
+            raise TypeError(f"stop must be {expect}, got {describe(stop)}")
+        elif not all(k in KINDS for k in stop):  # a name that is not a detector's (a typo)
+            raise ValueError(f"stop must be {expect}, got {describe(stop)}")
         else:
-            raise ValueError(f"stop must be a bool or a collection of {', '.join(map(repr, KINDS))}, "
-                             f"got {describe(stop)}")
+            self.stop = frozenset(stop)
         self.per_param = check_bool(per_param, "per_param")
 
 

@@ -97,8 +97,10 @@ def check_profile_batch(value: Any) -> Optional[Tuple[int, int]]:
         return None
     expect = "None or 0 (off), an int >= 1 or a (start, stop) pair of ints with 0 <= start <= stop"
     pair = (value, value) if is_python_int(value) else value
-    if not isinstance(pair, (tuple, list)) or len(pair) != 2 or not all(is_python_int(v) for v in pair):
+    if not isinstance(pair, (tuple, list)) or not all(is_python_int(v) for v in pair):
         raise TypeError(f"profile_batch must be {expect}, got {describe(value)}")
+    if len(pair) != 2:  # ints, but not a pair: a wrong value (as Python's unpacking says)
+        raise ValueError(f"profile_batch must be {expect}, got {value!r}")
     start, stop = pair
     if start < 0 or stop < start:
         raise ValueError(f"profile_batch must be {expect}, got {value!r}")

@@ -63,8 +63,10 @@ class WordVectors:
     def __init__(self, layer: Optional[str] = None, vocab: Any = None, *,
                  counts: Optional[Mapping] = None, top: Optional[int] = None,
                  every: Optional[int] = None, tag: str = "word_vectors") -> None:
-        if layer is not None and (not isinstance(layer, str) or not layer):
+        if layer is not None and not isinstance(layer, str):
             raise TypeError(f"layer must be None or the name of an nn.Embedding block, got {describe(layer)}")
+        if layer == "":
+            raise ValueError("layer must be None or the name of an nn.Embedding block, got str ''")
         self.layer = layer
         self.tokens: Optional[List[str]] = None if vocab is None else _tokens_of(vocab)
         if counts is None and vocab is not None:
@@ -77,8 +79,10 @@ class WordVectors:
         self.counts = counts
         self.top = check_positive_int_or_none(top, "top")
         self.every = check_positive_int_or_none(every, "every")
-        if not isinstance(tag, str) or not tag:
+        if not isinstance(tag, str):
             raise TypeError(f"tag must be a non-empty str, got {describe(tag)}")
+        if not tag:
+            raise ValueError("tag must be a non-empty str, got str ''")
         self.tag = tag
 
     def order(self, rows: int) -> List[int]:

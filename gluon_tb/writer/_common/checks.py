@@ -1,5 +1,10 @@
 """Argument checks shared by every layer: what a wrong value's error message says, and the
-common types (an int that is not a bool, a tag, a step, a wall time)."""
+common types (an int that is not a bool, a tag, a step, a wall time).
+
+One vocabulary, in the writer and the handlers alike: a value of the wrong type (a str where a
+number is wanted, a bool where an int is, a list where a dict is) is a ``TypeError``; a value of
+the right type but out of range or not one of the choices is a ``ValueError``. Each message names
+the argument, what it must be and the value received (:func:`describe`)."""
 from __future__ import annotations
 
 import math
@@ -7,7 +12,7 @@ import numbers
 import os
 import re
 import warnings
-from typing import TYPE_CHECKING, Any, Mapping, Optional, Union, overload
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Tuple, Union, overload
 
 import numpy as np
 
@@ -73,6 +78,36 @@ def is_python_number(value: Any) -> TypeGuard[Union[int, float]]:
     """A real number that is not a bool (:func:`is_real`) and a Python ``int`` or ``float``
     (``numpy.float64`` is one; other numpy scalars are not)."""
     return is_real(value) and isinstance(value, (int, float))
+
+
+def check_positive_int(value: Any, name: str) -> int:
+    """A Python int >= 1 (:func:`is_python_int`: not a bool, not a numpy integer). A value of
+    another type is a ``TypeError``; an int below 1 a ``ValueError``; both name ``name``."""
+    if not is_python_int(value):
+        raise TypeError(f"{name} must be a positive int, got {describe(value)}")
+    if value < 1:
+        raise ValueError(f"{name} must be a positive int, got {describe(value)}")
+    return value
+
+
+def check_positive_number(value: Any, name: str) -> float:
+    """A Python int or float > 0 (:func:`is_python_number`), as a float. A value of another type
+    (a str, a bool, None) is a ``TypeError``; a number that is not > 0 (NaN too) a ``ValueError``."""
+    if not is_python_number(value):
+        raise TypeError(f"{name} must be a positive number, got {describe(value)}")
+    if not value > 0:
+        raise ValueError(f"{name} must be a positive number, got {describe(value)}")
+    return float(value)
+
+
+def check_choice(value: Any, name: str, choices: Tuple[str, ...]) -> str:
+    """One of the str ``choices``: another type is a ``TypeError``, another str a ``ValueError``."""
+    expect = f"one of {', '.join(map(repr, choices))}"
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be {expect}, got {describe(value)}")
+    if value not in choices:
+        raise ValueError(f"{name} must be {expect}, got {describe(value)}")
+    return value
 
 
 def check_bool(value: Any, name: str) -> bool:

@@ -12,7 +12,8 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Optional
 
-from .._common.checks import check_storage_options, describe, is_python_int, is_python_number, is_remote
+from .._common.checks import (check_positive_int, check_storage_options, describe, is_python_number,
+                             is_remote)
 
 
 def _env_number(name: str, default: float) -> float:
@@ -71,15 +72,18 @@ class RemoteOptions:
             put(self, "close_timeout", _env_number("GLUON_TB_CLOSE_TIMEOUT", 30.0))
         if not self.max_buffer_bytes:
             put(self, "max_buffer_bytes", 4 * self.part_bytes)
+        # a wrong type is a TypeError, a number out of range a ValueError (checks.py)
         for name in ("part_bytes", "max_buffer_bytes", "retries"):
-            v = getattr(self, name)
-            if not is_python_int(v) or v < 1:
-                raise ValueError(f"{name} must be a positive int, got {v!r}")
+            check_positive_int(getattr(self, name), name)
         for name in ("part_secs", "retry_wait", "close_timeout"):
             v = getattr(self, name)
-            if not is_python_number(v) or not v >= 0 or v == float("inf"):
+            if not is_python_number(v):
+                raise TypeError(f"{name} must be a non-negative number, got {describe(v)}")
+            if not v >= 0 or v == float("inf"):
                 raise ValueError(f"{name} must be a non-negative number, got {v!r}")
-        if not is_python_number(self.timeout) or not 0 < self.timeout < float("inf"):
+        if not is_python_number(self.timeout):
+            raise TypeError(f"timeout must be a positive number of seconds, got {describe(self.timeout)}")
+        if not 0 < self.timeout < float("inf"):
             raise ValueError(f"timeout must be a positive number of seconds, got {self.timeout!r}")
         if self.max_buffer_bytes < self.part_bytes:
             raise ValueError(f"max_buffer_bytes must be >= part_bytes ({self.part_bytes}), "

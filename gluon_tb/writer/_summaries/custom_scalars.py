@@ -54,18 +54,24 @@ def check_layout(layout: Any) -> List[Tuple[str, List[Tuple[str, str, List[str]]
 
 
 def _check_chart(spec: Any, where: str) -> Tuple[str, List[str]]:
-    if isinstance(spec, (str, bytes)) or not isinstance(spec, Sequence) or len(spec) != 2:
-        raise TypeError(f"{where} must be ['Multiline', [tag_regex, ...]] or "
-                        f"['Margin', [value_tag, lower_tag, upper_tag]], got {describe(spec)}")
+    expect = "['Multiline', [tag_regex, ...]] or ['Margin', [value_tag, lower_tag, upper_tag]]"
+    if isinstance(spec, (str, bytes)) or not isinstance(spec, Sequence):
+        raise TypeError(f"{where} must be {expect}, got {describe(spec)}")
+    if len(spec) != 2:  # a list, but not a pair (as Python's "too many values to unpack")
+        raise ValueError(f"{where} must be {expect}, got {describe(spec)}")
     kind, tags = spec
+    if not isinstance(kind, str):
+        raise TypeError(f"{where}[0] must be 'Multiline' or 'Margin', got {describe(kind)}")
     if kind not in _KINDS:
         raise ValueError(f"{where}[0] must be 'Multiline' or 'Margin', got {kind!r}")
     if isinstance(tags, (str, bytes)) or not isinstance(tags, Sequence):
         raise TypeError(f"{where}[1] must be a list of str tags, got {describe(tags)}")
     tags = list(tags)
-    bad = [t for t in tags if not isinstance(t, str) or not t]
+    bad = [t for t in tags if not isinstance(t, str)]
     if bad:
         raise TypeError(f"{where}[1] must hold non-empty str tags, got {describe(bad[0])}")
+    if "" in tags:
+        raise ValueError(f"{where}[1] must hold non-empty str tags, got str ''")
     for t in tags:
         check_utf8(t, f"{where}[1]")
     if kind == "Multiline" and not tags:

@@ -77,9 +77,12 @@ def _check_labels(labels: Any, n: int) -> Tuple[List[Any], Optional[List[str]]]:
                 raise ValueError(f"labels must have one row per embedding row ({n}), "
                                  f"got {len(labels)} rows")
             k = len(labels[0])
-            if any(not _is_seq(r) or len(r) != k for r in labels) or k == 0:
+            if not all(_is_seq(r) for r in labels):  # rows, then a single value
+                raise TypeError(f"labels rows must all be lists of the same non-zero length, got "
+                                f"{describe(next(r for r in labels if not _is_seq(r)))} among them")
+            if any(len(r) != k for r in labels) or k == 0:
                 raise ValueError(f"labels rows must all be lists of the same non-zero length, "
-                                 f"got lengths {sorted({len(r) if _is_seq(r) else -1 for r in labels})}")
+                                 f"got lengths {sorted({len(r) for r in labels})}")
             cols = [[r[j] for r in labels] for j in range(k)]
         names = [f"label_{j}" for j in range(len(cols))]
     if len(cols) == 1:

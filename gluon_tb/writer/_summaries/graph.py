@@ -143,7 +143,7 @@ def _check_input_shapes(input_shapes: Any, data: List[str]) -> Dict[str, Shape]:
                              f"its inputs are {data}")
     elif not isinstance(input_shapes, (list, tuple)):
         raise TypeError(msg)
-    elif input_shapes and all(_is_dim(d) for d in input_shapes):
+    elif input_shapes and all(is_int(d) for d in input_shapes):  # ints: one shape (its dims checked below)
         items = list(zip(data[:1], [input_shapes]))
         if len(data) != 1:
             raise ValueError(f"input_shapes is one shape but net has {len(data)} inputs {data}")
@@ -154,8 +154,10 @@ def _check_input_shapes(input_shapes: Any, data: List[str]) -> Dict[str, Shape]:
         items = list(zip(data, input_shapes))
     out = {}
     for k, shp in items:
-        if not isinstance(shp, (list, tuple)) or not shp or not all(_is_dim(d) for d in shp):
+        if not isinstance(shp, (list, tuple)) or not all(is_int(d) for d in shp):
             raise TypeError(f"{msg}: the shape of {k!r} is {describe(shp)}")
+        if not shp or not all(_is_dim(d) for d in shp):  # ints, but not positive sizes
+            raise ValueError(f"{msg}: the shape of {k!r} is {describe(shp)}")
         out[k] = tuple(int(d) for d in shp)
     return out
 

@@ -76,10 +76,12 @@ def _as_nchw(tensor: Any) -> np.ndarray:
 
 def _normalize(arr: np.ndarray, norm_range: Optional[Sequence[float]], scale_each: bool) -> np.ndarray:
     if norm_range is not None:
-        if (not isinstance(norm_range, (tuple, list)) or len(norm_range) != 2
-                or not all(is_real(v) for v in norm_range)):
+        if not isinstance(norm_range, (tuple, list)) or not all(is_real(v) for v in norm_range):
             raise TypeError(f"norm_range must be a tuple (min, max) of two numbers or None, "
                             f"got {describe(norm_range)}")
+        if len(norm_range) != 2:  # numbers, but not two
+            raise ValueError(f"norm_range must be a tuple (min, max) of two numbers or None, "
+                             f"got {describe(norm_range)}")
         if not norm_range[0] < norm_range[1]:
             raise ValueError(f"norm_range must be (min, max) with min < max, got {tuple(norm_range)}")
     out = arr.astype(arr.dtype if arr.dtype.kind == "f" else np.float32)  # a copy

@@ -79,8 +79,10 @@ def capture_histograms(values: Any, bins: Any = "default",
     a model's parameters took many times as long as copying them one by one.
     """
     bins = _check_bins(bins)
-    if not isinstance(values, Mapping) or not values:
+    if not isinstance(values, Mapping):
         raise TypeError(f"values must be a non-empty dict of tag -> array, got {describe(values)}")
+    if not values:
+        raise ValueError(f"values must be a non-empty dict of tag -> array, got {describe(values)}")
     tags = [check_tag(tag, "values key") for tag in values]
     payloads = _capture(list(values.values()), bins, pool)
     return HistogramGroup(list(zip(tags, payloads)), sum(p.nbytes for p in payloads))

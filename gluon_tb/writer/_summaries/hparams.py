@@ -132,9 +132,9 @@ def _check_domains(domains: Any, hparams: Dict[str, HParamValue]) -> Dict[str, L
             raise TypeError(f"{name}[{k!r}] must be a list of values, got {describe(values)}")
         vals = [_hparam_value(v, f"{name}[{k!r}] items") for v in values]
         kind = type(hparams[k])
-        if any(type(v) is not kind for v in vals):
-            raise ValueError(f"{name}[{k!r}] must hold only {kind.__name__} values like "
-                             f"hparam_dict[{k!r}], got {vals!r}")
+        if any(type(v) is not kind for v in vals):  # a value of another type than the hparam's
+            raise TypeError(f"{name}[{k!r}] must hold only {kind.__name__} values like "
+                            f"hparam_dict[{k!r}], got {vals!r}")
         if hparams[k] not in vals:
             raise ValueError(f"{name}[{k!r}] must contain hparam_dict[{k!r}] = {hparams[k]!r}, "
                              f"got {vals!r}")

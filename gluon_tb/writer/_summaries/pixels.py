@@ -119,9 +119,13 @@ def tile_images(images: Any, nrow: Optional[int] = None, padding: int = 2,
     arr = to_numpy(images, "images")
     if arr.ndim != 4:
         raise ValueError(f"images must be 4-D (N, C, H, W), got {describe(arr)}")
-    if nrow is not None and (not is_int(nrow) or nrow < 1):
+    if nrow is not None and not is_int(nrow):
+        raise TypeError(f"nrow must be a positive int or None, got {describe(nrow)}")
+    if nrow is not None and nrow < 1:
         raise ValueError(f"nrow must be a positive int or None, got {describe(nrow)}")
-    if not is_int(padding) or padding < 0:
+    if not is_int(padding):
+        raise TypeError(f"padding must be a non-negative int, got {describe(padding)}")
+    if padding < 0:
         raise ValueError(f"padding must be a non-negative int, got {describe(padding)}")
     if not is_real(pad_value):
         raise TypeError(f"pad_value must be a number, got {describe(pad_value)}")

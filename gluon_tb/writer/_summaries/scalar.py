@@ -90,7 +90,9 @@ def scalar_value(value: Any) -> Any:
     if isinstance(value, (np.floating, np.integer)):
         return float(value)
     if isinstance(value, np.ndarray):
-        if value.size != 1 or value.dtype.kind not in "biuf":
+        if value.dtype.kind not in "biuf":  # str, object, complex: not a number (as add_histogram's values)
+            raise TypeError(f"value must be a single number, got {describe(value)}")
+        if value.size != 1:
             raise ValueError(f"value must be a single number, got {describe(value)}")
         return float(value.reshape(-1)[0])
     if is_ndarray(value):

@@ -171,6 +171,33 @@ def test_option_checks():
         TensorBoardHandler("x", embeddings="all")
     with pytest.raises(ValueError, match="stop"):
         GradHealth(stop=["sometimes"])
+    with pytest.raises(TypeError, match="stop must be a bool or a collection of 'nonfinite'"):
+        GradHealth(stop="nonfinite")  # one name, not a collection of names
+    with pytest.raises(ValueError, match="conv_filters must be a bool or the name of a Conv2D layer, got str ''"):
+        TensorBoardHandler("x", conv_filters="")
+    with pytest.raises(ValueError, match="layer must be None or a block name, got str ''"):
+        Embeddings(layer="")
+    with pytest.raises(TypeError, match="layer must be None or a block name, got int 3"):
+        Embeddings(layer=3)
+    with pytest.raises(ValueError, match="tag must be a non-empty str, got str ''"):
+        Embeddings(tag="")
+    with pytest.raises(TypeError, match="tag must be a non-empty str, got NoneType None"):
+        Embeddings(tag=None)
+
+
+@pytest.mark.parametrize("kwargs, exc, words", [
+    (dict(max_filters="8"), TypeError, "max_filters must be a positive int, got str '8'"),
+    (dict(max_filters=8.0), TypeError, "max_filters must be a positive int, got float 8.0"),
+    (dict(max_filters=0), ValueError, "max_filters must be a positive int, got int 0"),
+    (dict(zoom=True), TypeError, "zoom must be a positive int, got bool True"),
+    (dict(zoom=0), ValueError, "zoom must be a positive int, got int 0"),
+])
+def test_filter_image_sizes_are_checked_with_the_shared_check(kwargs, exc, words):
+    from gluon_tb.handlers._options.conv_filter_images import filter_images
+
+    with pytest.raises(exc) as e:
+        filter_images(mx.nd.ones((4, 1, 3, 3)), **kwargs)
+    assert str(e.value) == words
 
 
 # ------------------------------------------------------------ gradient health

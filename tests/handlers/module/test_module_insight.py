@@ -253,8 +253,10 @@ def test_option_arguments_checked_up_front():
         TensorBoardCallback("x", grad_health=GradHealth(stop=["exploding"]))
     with pytest.raises(ValueError, match="histogram_period must be a positive int, got 0"):
         TensorBoardCallback("x", histogram_period=0)
+    with pytest.raises(ValueError, match="histogram_period must be a positive int, 'epoch' or None"):
+        TensorBoardCallback("x", histogram_period="batch")  # a str, but not 'epoch': a wrong value
     with pytest.raises(TypeError, match="histogram_period must be a positive int, 'epoch' or None"):
-        TensorBoardCallback("x", histogram_period="batch")
+        TensorBoardCallback("x", histogram_period=2.0)
 
 
 def test_a_layer_that_is_not_a_convolution_is_named(tmp_path):

@@ -169,8 +169,8 @@ def test_stats_markdown():
 
 
 @pytest.mark.parametrize("bad, exc", [(-1, ValueError), ((3, 2), ValueError), ((-1, 2), ValueError),
-                                      (True, TypeError), ("2", TypeError), ((1, 2, 3), TypeError),
-                                      ((1.0, 2), TypeError), ([1], TypeError)])
+                                      (True, TypeError), ("2", TypeError), ((1, 2, 3), ValueError),
+                                      ((1.0, 2), TypeError), ([1], ValueError), ([1, "2"], TypeError)])
 def test_profile_batch_argument_errors(tmp_path, bad, exc):
     with pytest.raises(exc, match=r"profile_batch must be .*got " + re.escape(repr(bad) if exc is ValueError
                                                                               else "")):

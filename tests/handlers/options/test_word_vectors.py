@@ -200,7 +200,7 @@ def test_no_host_read_by_gluon_tb(tmp_path, option):
 # ------------------------------------------------------------ errors
 @pytest.mark.parametrize("kwargs, exc, words", [
     (dict(layer=3), TypeError, ["layer", "nn.Embedding", "int 3"]),
-    (dict(layer=""), TypeError, ["layer", "str ''"]),
+    (dict(layer=""), ValueError, ["layer", "str ''"]),  # a str, but empty: a wrong value
     (dict(vocab="the cat"), TypeError, ["vocab", "gluonnlp.Vocab", "str 'the cat'"]),
     (dict(vocab=["a", 2]), TypeError, ["vocab", "str tokens", "int 2", "index 1"]),
     (dict(vocab=[]), ValueError, ["vocab", "at least one token"]),
@@ -210,7 +210,8 @@ def test_no_host_read_by_gluon_tb(tmp_path, option):
     (dict(top="5"), TypeError, ["top", "positive int", "str '5'"]),
     (dict(every=0), ValueError, ["every", "positive int", "0"]),
     (dict(every=1.5), TypeError, ["every", "positive int", "float 1.5"]),
-    (dict(tag=""), TypeError, ["tag", "non-empty str"]),
+    (dict(tag=""), ValueError, ["tag", "non-empty str", "str ''"]),
+    (dict(tag=5), TypeError, ["tag", "non-empty str", "int 5"]),
 ])
 def test_option_errors_name_the_argument(kwargs, exc, words):
     with pytest.raises(exc) as e:

@@ -263,6 +263,21 @@ def test_options_are_validated():
         RemoteOptions(part_bytes=-1)
     with pytest.raises(ValueError, match="max_buffer_bytes must be >= part_bytes"):
         RemoteOptions(part_bytes=100, max_buffer_bytes=10)
+    # a wrong type is a TypeError, a wrong value of the right type a ValueError
+    with pytest.raises(TypeError, match="part_bytes must be a positive int, got str '16M'"):
+        RemoteOptions(part_bytes="16M")
+    with pytest.raises(TypeError, match="retries must be a positive int, got bool True"):
+        RemoteOptions(retries=True)
+    with pytest.raises(ValueError, match="retries must be a positive int, got int 0"):
+        RemoteOptions(retries=0)
+    with pytest.raises(TypeError, match="retry_wait must be a non-negative number, got str '1'"):
+        RemoteOptions(retry_wait="1")
+    with pytest.raises(ValueError, match="retry_wait must be a non-negative number, got -1"):
+        RemoteOptions(retry_wait=-1)
+    with pytest.raises(TypeError, match="timeout must be a positive number of seconds, got str '30'"):
+        RemoteOptions(timeout="30")
+    with pytest.raises(ValueError, match="timeout must be a positive number of seconds, got 0"):
+        RemoteOptions(timeout=0)
 
 
 # ---------------------------------------------------------------- a real S3 server

@@ -285,6 +285,7 @@ def test_numpy_inputs_are_copied(tmp_path):
     (dict(embedding=np.zeros((3, 2)), labels=["a", "b"]), ValueError, "labels"),
     (dict(embedding=np.zeros((3, 2)), labels={"a": [1, 2, 3], "b": [1, 2]}), ValueError, "labels"),
     (dict(embedding=np.zeros((2, 2)), labels=[("a", 1), ("b",)]), ValueError, "labels"),
+    (dict(embedding=np.zeros((2, 2)), labels=[("a", 1), "b"]), TypeError, "labels rows .*got str 'b' among them"),
     (dict(embedding=np.zeros((2, 2)), labels="ab"), TypeError, "labels"),
     (dict(embedding=np.zeros((2, 2)), labels={"x": [1, 2], "x\t": [1, 2], "x\\t": [3, 4]}),
      ValueError, "labels"),

@@ -529,7 +529,10 @@ def test_other_objects_are_refused(tmp_path, bad):
     ({"image": (1, 3, 8, 8)}, ValueError, "not inputs of net"),
     ([(1, 3, 8, 8), (1, 3)], ValueError, "has 2 shapes but net has 1 inputs"),
     ("1x3", TypeError, "input_shapes must be"),
-    ([(1, -3)], TypeError, "input_shapes must be"),
+    ([(1, -3)], ValueError, "input_shapes must be"),  # ints, but a negative size: a wrong value
+    ([(1, 3.0)], TypeError, "input_shapes must be .*the shape of 'data' is tuple \\(1, 3.0\\)"),
+    ({"data": ()}, ValueError, "input_shapes must be .*the shape of 'data' is tuple \\(\\)"),
+    ((1, 0), ValueError, "input_shapes must be .*the shape of 'data' is tuple \\(1, 0\\)"),
 ])
 def test_bad_input_shapes_are_refused(tmp_path, net, shapes_arg, exc, msg):
     with SummaryWriter(str(tmp_path)) as w, pytest.raises(exc, match=msg):

@@ -369,6 +369,8 @@ def test_add_histograms_equals_add_histogram_one_by_one_at_the_call(tmp_path):
             v[:] = 7  # overwritten right after the call: not seen
         with pytest.raises(TypeError, match="values must be a non-empty dict of tag -> array"):
             w.add_histograms([], 5)
+        with pytest.raises(ValueError, match="values must be a non-empty dict of tag -> array, got dict {}"):
+            w.add_histograms({}, 5)  # a dict, but empty: a wrong value
         with pytest.raises(TypeError, match="values key must be a str"):
             w.add_histograms({3: np.ones(2)}, 5)
         with pytest.raises(ValueError, match="must be a non-empty array"):

@@ -143,7 +143,7 @@ def test_option_drops_the_experiment(tmp_path):
     (({"a": 1}, {"m": True}), {}, TypeError, "metric_dict"),
     (({"a": 1}, {3: 1.0}), {}, TypeError, "metric_dict"),
     (({"a": 1}, {}), {"hparam_domain_discrete": {"a": [2, 3]}}, ValueError, "hparam_domain_discrete"),
-    (({"a": 1}, {}), {"hparam_domain_discrete": {"a": ["1"]}}, ValueError, "hparam_domain_discrete"),
+    (({"a": 1}, {}), {"hparam_domain_discrete": {"a": ["1"]}}, TypeError, "hparam_domain_discrete"),  # str for int
     (({"a": 1}, {}), {"hparam_domain_discrete": {"b": [1]}}, ValueError, "hparam_domain_discrete"),
 ])
 def test_hparams_errors_name_the_argument(tmp_path, args, kwargs, exc, word):
@@ -256,7 +256,11 @@ def test_custom_scalars_plugin_serves_the_layout(tmp_path):
     ([], TypeError, "layout"),
     ({}, ValueError, "layout"),
     ({"c": ["Multiline", ["a"]]}, TypeError, r"layout\['c'\]"),
-    ({"c": {"t": ("Multiline",)}}, TypeError, r"layout\['c'\]\['t'\]"),
+    ({"c": {"t": ("Multiline",)}}, ValueError, r"layout\['c'\]\['t'\]"),  # a sequence, not a pair
+    ({"c": {"t": "Multiline"}}, TypeError, r"layout\['c'\]\['t'\] must be \['Multiline'"),
+    ({"c": {"t": [None, ["a"]]}}, TypeError, r"layout\['c'\]\['t'\]\[0\] must be 'Multiline' or 'Margin'"),
+    ({"c": {"t": ["", ["a"]]}}, ValueError, r"\[0\] must be 'Multiline' or 'Margin'"),
+    ({"c": {"t": ["Multiline", ["a", ""]]}}, ValueError, "non-empty str tags, got str ''"),
     ({"c": {"t": ["Lines", ["a"]]}}, ValueError, "'Multiline' or 'Margin'"),
     ({"c": {"t": ["Multiline", "a"]}}, TypeError, "list of str"),
     ({"c": {"t": ["Multiline", []]}}, ValueError, "at least one"),

@@ -193,6 +193,8 @@ def test_tile_images_layout():
     (dict(images=np.zeros((0, 1, 2, 2))), ValueError, "images"),
     (dict(images=np.zeros((2, 1, 2, 2)), nrow=0), ValueError, "nrow"),
     (dict(images=np.zeros((2, 1, 2, 2)), padding=-1), ValueError, "padding"),
+    (dict(images=np.zeros((2, 1, 2, 2)), nrow=2.0), TypeError, "nrow must be a positive int or None, got float 2.0"),
+    (dict(images=np.zeros((2, 1, 2, 2)), padding="2"), TypeError, "padding must be a non-negative int, got str '2'"),
     (dict(images="x"), TypeError, "images"),
 ])
 def test_tile_images_errors(kwargs, exc, word):
@@ -266,6 +268,8 @@ def test_make_image_grid_ndarray_in_ndarray_out():
     (dict(tensor=np.zeros((2, 2)), normalize="yes"), TypeError, ["normalize", "True or False"]),
     (dict(tensor=np.zeros((2, 2)), normalize=True, norm_range=5), TypeError, ["norm_range", "(min, max)"]),
     (dict(tensor=np.zeros((2, 2)), normalize=True, norm_range=(2, 1)), ValueError, ["norm_range", "(2, 1)"]),
+    (dict(tensor=np.zeros((2, 2)), normalize=True, norm_range=(0, 1, 2)), ValueError, ["norm_range", "(0, 1, 2)"]),
+    (dict(tensor=np.zeros((2, 2)), normalize=True, norm_range=(0, "1")), TypeError, ["norm_range", "(0, '1')"]),
     (dict(tensor=np.zeros((2, 2)), pad_value="0"), TypeError, ["pad_value", "str"]),
     (dict(tensor=np.zeros((2, 1, 2, 2), np.uint8), pad_value=-1), ValueError, ["pad_value", "uint8", "-1"]),
 ])
