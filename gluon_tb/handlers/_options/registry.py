@@ -14,7 +14,7 @@ from typing import Any, List, Optional
 from .._common.run_writers import RunWriters
 from .._common.schedule import Schedule
 from . import conv_filters, embeddings, grad_health, profile_batch, word_vectors
-from .grad_health import HealthMonitor
+from .grad_health_monitor import HealthMonitor
 from .protocol import Batch, Epoch, Fit, Part
 
 #: every see-inside option; adding one is its file plus a line here

@@ -12,7 +12,7 @@ from mxnet.ndarray import register
 
 import readback
 from gluon_tb.handlers import TensorBoardHandler
-from gluon_tb.handlers._options import grad_health as _health
+from gluon_tb.handlers._options import grad_health_monitor as _health
 
 warnings.filterwarnings("ignore", message="No trainer specified")
 

@@ -1,0 +1,291 @@
+"""How ``grad_health=`` measures: gradient and weight norms read off the training thread, then judged.
+
+Norms come from sums of squares queued on MXNet's engine in few, fast operations
+(:func:`sum_squares`: one ``multi_sum_sq`` for every array of up to 65,536 values, a BLAS dot
+product per million values of each larger one; partial sums, added in float64 on the host),
+gathered into one vector.
+A helper thread reads that vector; the scalars are computed from it in float64 and logged (at
+their own step) when the check is judged. The training thread pushes a handful of operations
+per check and never waits for a value.
+
+Latency: the host values of a check are read by a helper thread (``gluon_tb-grad-health``),
+which waits for MXNet to compute them; the training thread judges what the helper has handed
+back at the next check or epoch end, without ever waiting. A detector fires, and training
+stops, at the first check or epoch end after the values were read: typically one check
+period (``histogram_period`` batches) after the batch that went wrong; on a CPU kept busy,
+possibly later. At the end of ``fit`` every check still out is waited for and judged.
+
+:class:`HealthMonitor` is used by both adapters' parts (``grad_health.py``) and fed by the gradient
+histograms' hook (``param_histograms.py``, or the Module's executors).
+"""
+from __future__ import annotations
+
+import math
+import threading
+from collections import deque
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ...writer._common.threads import batch_scheduling
+from ...writer import SummaryWriter
+from .._common.run_writers import TRAIN_BATCH, RunWriters, logger
+
+if TYPE_CHECKING:
+    from .grad_health import GradHealth
+
+WINDOW = 5
+SMALL = 1 << 16  # arrays up to this many values share one multi_sum_sq (float32 sums: ~1e-5 there)
+CHUNK = 1 << 20  # a larger array: a dot product of itself per chunk of this many values (~3e-6)
+
+
+def sum_squares(arrays: Sequence[Any], ctx: Any,
+                meta: Optional[Sequence[Tuple[int, Any]]] = None) -> Tuple[Any, List[List[int]]]:
+    """The sums of squares of the arrays' values, queued on MXNet's engine (nothing waited for):
+    one float32 vector on ``ctx`` of partial sums, and for each array the indices of its partial
+    sums in it (add them in float64).
+
+    Small arrays on ``ctx`` share one ``multi_sum_sq`` per dtype; a larger float32/float64 one is
+    ``dot(v, v)`` of views of chunks of its flattened values (a view costs no operation). Measured
+    on 1.4M float32 values on the CPU: ``sum(square(x))`` 10 ms, ``multi_sum_sq`` 1.4 ms,
+    chunked ``dot`` 0.14 ms (BLAS); accumulating a whole large array in float32 drifts
+    (``multi_sum_sq`` by 50% over 50M values), chunks keep it within a few 1e-6. Anything else
+    (another device, other dtypes) is ``sum(square(x))``, on ``ctx``. ``meta``: each array's
+    ``(size, dtype)`` where known, for arrays known to be on ``ctx`` (each read of them from an
+    NDArray is a call into MXNet)."""
+    from mxnet import nd
+
+    small: Dict[Any, List[Any]] = {}
+    where: List[Tuple[Any, int, int]] = []  # (small group's dtype, or None: in ``parts``; first; count)
+    parts: List[Any] = []
+    for i, a in enumerate(arrays):
+        if meta is not None:
+            n, dtype = meta[i]
+            here = True
+        else:
+            n, dtype, here = a.size, np.dtype(a.dtype), a.context == ctx
+        if here and n <= SMALL:
+            group = small.setdefault(dtype, [])
+            where.append((dtype, len(group), 1))
+            group.append(a)
+        elif here and dtype in (np.float32, np.float64):
+            flat = a.reshape((-1,))
+            where.append((None, len(parts), -(-n // CHUNK)))
+            for k in range(0, n, CHUNK):
+                v = flat[k:min(k + CHUNK, n)]
+                parts.append(nd.dot(v, v))
+        else:
+            where.append((None, len(parts), 1))
+            part = nd.sum(nd.square(a))
+            parts.append(part if part.context == ctx else part.as_in_context(ctx))
+    pieces: List[Any] = []
+    offset: Dict[Any, int] = {}
+    at = 0
+    for dtype, group in small.items():
+        offset[dtype] = at
+        pieces.append(nd.multi_sum_sq(*group, num_arrays=len(group)))
+        at += len(group)
+    offset[None] = at
+    pieces.extend(parts)
+    pieces = [x if x.dtype == np.float32 else x.astype(np.float32) for x in pieces]
+    index = [list(range(offset[d] + first, offset[d] + first + k)) for d, first, k in where]
+    return (pieces[0] if len(pieces) == 1 else nd.concat(*pieces, dim=0)), index
+
+
+class HealthMonitor:
+    """``observe`` at the gradient hook, ``finish`` after the update, ``settle`` at epoch end,
+    ``settle(wait=True)`` at the end of ``fit``."""
+
+    def __init__(self, cfg: GradHealth, out: RunWriters) -> None:
+        self.cfg, self._out = cfg, out
+        self.stop = False
+        self.fired: Dict[str, int] = {}  # detector -> step at which it fired
+        self._fresh: Any = None
+        self._pending: Any = None
+        self._streak: Dict[str, int] = {}
+        self._recent: Dict[str, List[float]] = {}
+        # checks read back by a helper thread, so the training thread never waits for MXNet
+        self._todo: deque = deque()  # (generation, check): appended here, taken by the helper
+        self._ready: deque = deque()  # (generation, step, names, values, how): the other way
+        self._gen = 0  # checks of an earlier generation (a fit that raised) are dropped
+        self._wake, self._stopping = threading.Event(), threading.Event()
+        self._thread: Optional[threading.Thread] = None
+
+    def observe(self, step: int, grads: List[Tuple[str, Any]], params: Dict[str, Any],
+                meta: Optional[Sequence[Tuple[int, Any]]] = None) -> None:
+        """Queue the sums of squares of the gradients and weights (before the update). ``meta``:
+        ``(size, dtype)`` of each gradient where known (the weights' are the same), all on the
+        first gradient's device."""
+        if not grads:
+            return
+        names = [n for n, _ in grads]
+        ctx = grads[0][1].context
+        arrays = [g for _, g in grads] + [params[n].list_data()[0] for n in names]
+        sq, pos = sum_squares(arrays, ctx, None if meta is None else list(meta) * 2)
+        mults = [float(getattr(params[n], "lr_mult", 1.0)) for n in names]
+        self._fresh = (step, names, sq, pos, mults)
+
+    def finish(self, trainer: Any, losses: Optional[Sequence[Any]] = None) -> None:
+        """After the optimizer step of the observed batch: send its values to the helper thread,
+        judge (and log) the checks it has read back."""
+        from mxnet import nd
+
+        if self._fresh is None:
+            return
+        step, names, sq, pos, mults = self._fresh
+        self._fresh = None
+        self.settle()
+        n_loss = 0
+        if losses:
+            loss_sq, _ = sum_squares(list(losses), sq.context)
+            sq = nd.concat(sq, loss_sq, dim=0)
+            n_loss = len(losses)
+        scale = float(getattr(trainer.optimizer, "rescale_grad", 1.0))
+        lr = float(trainer.learning_rate)
+        self._pending = (step, names, sq, (pos, n_loss, mults, scale, lr))
+        self._send()
+
+    def forget(self) -> None:
+        """Drop the checks not judged yet (the ``fit`` they belong to raised)."""
+        self._fresh = self._pending = None
+        self._gen += 1  # reads still out are dropped when they come back
+        self._todo.clear()
+        self._ready.clear()
+        self._stop_reader(join=False)
+
+    def settle(self, wait: bool = False) -> bool:
+        """Judge the checks the helper thread has read back; True when training should stop.
+
+        Never waits for MXNet on the calling (training) thread; ``wait=True`` (the end of
+        ``fit``) waits for the helper to read every check still out, and stops it.
+        """
+        self._send()
+        if wait:
+            self._stop_reader(join=True)
+        ready = self._ready
+        while ready:
+            gen, step, names, values, how = ready.popleft()
+            if gen != self._gen:
+                continue
+            if isinstance(values, BaseException):
+                self._out.failed(values)
+            else:
+                self._judge(step, names, values, how)
+        return self.stop
+
+    def _send(self) -> None:
+        """Hand the last check's NDArray to the helper thread, which reads it (waits for MXNet).
+
+        The helper runs at normal priority, as every thread that takes the GIL must: at nice 19,
+        returning from ``asnumpy`` (re-taking the GIL) on a CPU that MXNet keeps busy, it made the
+        training thread wait for it in turn (``writer/_common/threads.py``). Under ``SCHED_BATCH``,
+        as the writer thread: woken, it does not preempt MXNet's OpenMP threads."""
+        if self._pending is None:
+            return
+        item, self._pending = self._pending, None
+        self._todo.append((self._gen, item))
+        if self._thread is None:
+            self._wake, self._stopping = threading.Event(), threading.Event()
+            self._thread = threading.Thread(target=self._read, name="gluon_tb-grad-health", daemon=True,
+                                            args=(self._todo, self._ready, self._wake, self._stopping))
+            self._thread.start()
+        self._wake.set()
+
+    def _stop_reader(self, join: bool) -> None:
+        t, self._thread = self._thread, None
+        if t is not None:
+            self._stopping.set()  # read what is left, then stop
+            self._wake.set()
+            if join:
+                t.join()
+
+    @staticmethod
+    def _read(todo: deque, ready: deque, wake: threading.Event, stopping: threading.Event) -> None:
+        batch_scheduling()
+        while True:
+            wake.wait()
+            wake.clear()
+            while todo:
+                gen, (step, names, vec, how) = todo.popleft()
+                try:
+                    values: Any = vec.asnumpy()  # on this helper thread: MXNet is waited for here
+                except Exception as e:  # noqa: BLE001 - reported on the training thread
+                    values = e
+                ready.append((gen, step, names, values, how))
+            if stopping.is_set() and not todo:
+                return
+
+    # ------------------------------------------------------------ detectors
+    def _judge(self, step: int, names: List[str], v: Any, how: Tuple[Any, ...]) -> None:
+        """Log the scalars of a check read back as ``v`` (sums of squares), then run the detectors."""
+        pos, n_loss, mults, scale, lr = how
+        p = len(names)
+        v = np.asarray(v, dtype=np.float64)
+        order = [i for idx in pos for i in idx]  # each array's partial sums, in turn
+        starts = np.cumsum([0] + [len(idx) for idx in pos[:-1]])
+        sums = np.add.reduceat(v[order], starts)
+        g2, w2 = sums[:p], sums[p:2 * p]
+        loss_bad = n_loss and not np.isfinite(v[len(order):]).all()  # after them
+        with np.errstate(invalid="ignore", over="ignore"):
+            gn, wn = np.sqrt(g2) * scale, np.sqrt(w2)
+            ggn, gwn = math.sqrt(g2.sum()) * scale, math.sqrt(w2.sum())
+            steps = gn * lr * np.asarray(mults)
+        self._log(step, "global", ggn, gwn, lr * ggn)
+        if self.cfg.per_param:
+            for i, n in enumerate(names):
+                self._log(step, n, float(gn[i]), float(wn[i]), float(steps[i]))
+        if self.stop:  # a detector has already stopped training: its check is the one reported
+            return
+        norms = dict(zip(names + ["global"], [float(x) for x in gn] + [ggn]))
+        bad = [n for n, x in norms.items() if not math.isfinite(x)]
+        if bad or loss_bad:
+            parts = [f"`{n}` (non-finite norm)" for n in bad if n != "global"]
+            if loss_bad:
+                parts.insert(0, "the loss (non-finite values)")
+            self._fire("nonfinite", step, "non-finite gradients or loss", parts)
+        vanishing, exploding = [], []
+        for n, x in norms.items():
+            if not math.isfinite(x):
+                self._streak[n] = 0
+                continue
+            self._streak[n] = self._streak.get(n, 0) + 1 if x < self.cfg.vanish_below else 0
+            if n != "global" and self._streak[n] >= self.cfg.vanish_checks:
+                vanishing.append(f"`{n}` (norm {x:.3g})")
+            recent = self._recent.setdefault(n, [])
+            if recent:
+                mean = sum(recent) / len(recent)
+                if mean > self.cfg.vanish_below and x > self.cfg.explode_factor * mean:
+                    exploding.append(f"`{n}` (norm {x:.3g}, recent mean {mean:.3g})")
+            recent.append(x)
+            del recent[:-WINDOW]
+        if vanishing:
+            self._fire("vanishing", step, f"vanishing gradients (norm below {self.cfg.vanish_below:g} "
+                       f"for {self.cfg.vanish_checks} checks)", vanishing)
+        if exploding:
+            self._fire("exploding", step, f"exploding gradients (norm above {self.cfg.explode_factor:g}× "
+                       "its recent mean)", exploding)
+
+    def _log(self, step: int, name: str, grad: float, weight: float, update: float) -> None:
+        """``grad_norm``/``weight_norm``/``update_ratio`` of ``name``: the step over the weight,
+        at most 1 (a step as large as the weight or larger counts as 1); 0 without either."""
+        if update != update or weight != weight:
+            ratio = float("nan")
+        else:
+            ratio = update / max(weight, update, 1e-30)
+        w = self._out
+        w.call(TRAIN_BATCH, SummaryWriter.add_scalar, f"grad_norm/{name}", grad, step)
+        w.call(TRAIN_BATCH, SummaryWriter.add_scalar, f"weight_norm/{name}", weight, step)
+        w.call(TRAIN_BATCH, SummaryWriter.add_scalar, f"update_ratio/{name}", ratio, step)
+
+    def _fire(self, kind: str, step: int, what: str, parts: List[str]) -> None:
+        if kind in self.cfg.stop:
+            self.stop = True
+        if kind in self.fired:
+            return
+        self.fired[kind] = step
+        stopping = " Training stops." if kind in self.cfg.stop else ""
+        logger.warning("gluon_tb: %s at batch %d in %s.%s", what, step,
+                       ", ".join(p.replace("`", "") for p in parts), stopping)
+        text = f"**{what}** at batch {step}:\n\n" + "\n".join(f"* {p}" for p in parts) + \
+            (f"\n\n{stopping.strip()}" if stopping else "")
+        self._out.call(TRAIN_BATCH, SummaryWriter.add_text, "grad_health", text, step)
