@@ -16,7 +16,7 @@ of ``mx.profiler.dump()`` into one, with pure functions of Python data:
   first event, as TensorFlow's profiler normalizes them: XProf computes picoseconds
   ``timestamp_ns * 1000 + offset_ps`` in int64, which wall-clock nanoseconds (~1.8e18) overflow.
 - :func:`step_spans`: the steps. The handlers mark each profiled batch with MXNet profiler tasks
-  in the domain :data:`STEP_DOMAIN` (``handlers/_options/profile_batch.py``): ``train <k>`` for the step of
+  in the domain :data:`STEP_DOMAIN` (``handlers/_mxnet/profiler.py``): ``train <k>`` for the step of
   global batch k and, where the loop calls ``batch_begin``, ``input <k>`` for its wait for the
   batch. They are not operator spans: :func:`build_xspace` puts them on a line of their own,
   ``Training steps``, in XProf's step convention (the one JAX's

@@ -16,7 +16,8 @@ from mxnet.gluon.contrib.estimator import Estimator
 
 from gluon_tb import SummaryWriter
 from gluon_tb.handlers import TensorBoardHandler
-from gluon_tb.handlers._options.profile_batch import check_profile_batch, stats_markdown
+from gluon_tb.handlers._mxnet.profiler import stats_markdown
+from gluon_tb.handlers._options.profile_batch import check_profile_batch
 from gluon_tb.writer._summaries.profile import build_xspace, trace_spans, xspace_from_trace
 import readback
 from readback import multiplexer
@@ -550,7 +551,7 @@ def test_failing_step_marks_leave_the_profile_without_steps(tmp_path, profiler_c
 def test_operator_stats_tables_keep_their_columns():
     """MXNet's "Min Use  (kB)" holds two spaces and long names overrun their column: every row of
     every table has its header's cell count."""
-    from gluon_tb.handlers._options.profile_batch import stats_markdown
+    from gluon_tb.handlers._mxnet.profiler import stats_markdown
 
     table = "\n".join([
         "", "Profile Statistics:", "\tNote the difference in units for different entries.",
