@@ -12,8 +12,8 @@ import re
 from typing import Any, Callable, Dict, Mapping, Optional, Union
 
 # the checks the writer's arguments use too: one error type for one mistake (re-exported for the handlers)
-from ...writer._common.checks import (MAX_STEP, check_choice, check_positive_int, check_positive_number,
-                                      describe, is_python_int, step_too_large)
+from ...writer._common.checks import (MAX_STEP, check_choice, check_positive_int, check_positive_number, describe,
+                                      is_python_int, step_too_large)
 
 ParamFilter = Union[None, str, Callable[[str], bool]]
 

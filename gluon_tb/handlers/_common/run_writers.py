@@ -14,8 +14,8 @@ from __future__ import annotations
 import logging
 import os
 import time
-import warnings
 from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, TypeVar
+import warnings
 
 from ...writer import SummaryWriter
 from ...writer._common.checks import check_storage_options

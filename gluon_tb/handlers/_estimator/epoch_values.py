@@ -30,10 +30,10 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ...writer import SummaryWriter
-from .._options.distributed import Worker, WorkerMean, detect, place
+from .._common.run_writers import TRAIN, VALIDATION, RunWriters
 from .._mxnet.hooks import FitScope, Wrap, wrap
 from .._mxnet.metric_names import is_loss, scores
-from .._common.run_writers import TRAIN, VALIDATION, RunWriters
+from .._options.distributed import Worker, WorkerMean, detect, place
 
 Pairs = List[Tuple[str, float]]
 

@@ -36,30 +36,29 @@ import logging
 import os
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
-from mxnet.gluon.contrib.estimator.event_handler import (BatchBegin, BatchEnd, EpochBegin, EpochEnd, TrainBegin,
-                                                         TrainEnd)
+from mxnet.gluon.contrib.estimator.event_handler import BatchBegin, BatchEnd, EpochBegin, EpochEnd, TrainBegin, TrainEnd
 
 from ...writer import SummaryWriter
 from ...writer._common.checks import check_bool, check_logdir
 from .._common.checks import (ParamFilter, check_choice, check_hparams, check_positive_int, check_positive_int_or_none,
                               check_positive_number, check_start, param_selector)
-from .._mxnet.metric_windows import BatchMetrics
-from .._options.distributed import DISTRIBUTED, Worker
-from .epoch_values import EpochValues
-from .._options.grad_health import GradHealth
-from .._options.param_histograms import SAMPLE, ParamHistograms
-from .._mxnet.hooks import FitScope, Wrap, wrap
-from .._options.embeddings import Embeddings
-from .._options.protocol import Batch, Epoch, Fit
-from .._options.registry import GLUON, Parts
-from .._options.word_vectors import WordVectors
 from .._common.input_wait import InputWait
-from .._options.images import log_first_batch
-from .listed_once import keep_first
-from .._options.resume import batches_before, continue_at, graph_logged_before, resume_point, run_has_events
 from .._common.keras_names import known_names
 from .._common.run_writers import ON_ERROR, TRAIN, TRAIN_BATCH, RunWriters
 from .._common.schedule import Period, schedule
+from .._mxnet.hooks import FitScope, Wrap, wrap
+from .._mxnet.metric_windows import BatchMetrics
+from .._options.distributed import DISTRIBUTED, Worker
+from .._options.embeddings import Embeddings
+from .._options.grad_health import GradHealth
+from .._options.images import log_first_batch
+from .._options.param_histograms import SAMPLE, ParamHistograms
+from .._options.protocol import Batch, Epoch, Fit
+from .._options.registry import GLUON, Parts
+from .._options.resume import batches_before, continue_at, graph_logged_before, resume_point, run_has_events
+from .._options.word_vectors import WordVectors
+from .epoch_values import EpochValues
+from .listed_once import keep_first
 
 __all__ = ["TensorBoardHandler"]
 

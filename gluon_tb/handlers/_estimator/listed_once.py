@@ -8,8 +8,8 @@ later entry of the list being iterated is safe) and warns once.
 """
 from __future__ import annotations
 
-import warnings
 from typing import Any, Dict
+import warnings
 
 #: the local variables of MXNet 1.9.1's ``Estimator.fit`` that hold the lists it iterates (made by
 #: ``_categorize_handlers``; ``event_handlers`` itself is the user's list, only counted)

@@ -7,27 +7,26 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 from ...writer import SummaryWriter
 from ...writer._common.checks import check_bool, check_logdir
-from .._mxnet.metric_windows import BatchMetrics
 from .._common.checks import (ParamFilter, check_choice, check_positive_int_or_none, check_positive_number, check_start,
                               param_selector)
-from .._options.param_histograms import SAMPLE, sampled
-from .._options.distributed import DISTRIBUTED, Worker, WorkerMean, detect, place
-from .._options.grad_health import GradHealth
-from .._mxnet.metric_names import scores
-from .slots import (BATCH_END, EPOCH_END, EVAL_BATCH_END, EVAL_END, fit_callbacks, is_batch_param,
-                    missing_slots, reroute)
-from .executors import executor_module, module_gradients
 from .._common.input_wait import InputWait
-from .rates import ModuleRates
-from .._options.embeddings import Embeddings
-from .._options.resume import ModuleSteps, graph_logged_before
 from .._common.keras_names import known_names
 from .._common.run_writers import ON_ERROR, TRAIN, TRAIN_BATCH, VALIDATION, RunWriters
 from .._common.schedule import Period, schedule
+from .._mxnet.metric_names import scores
+from .._mxnet.metric_windows import BatchMetrics
 from .._mxnet.symbols import graph_symbol
+from .._options.distributed import DISTRIBUTED, Worker, WorkerMean, detect, place
+from .._options.embeddings import Embeddings
+from .._options.grad_health import GradHealth
+from .._options.param_histograms import SAMPLE, sampled
 from .._options.protocol import Batch, Epoch, Fit
 from .._options.registry import MODULE, Parts
+from .._options.resume import ModuleSteps, graph_logged_before
 from .._options.word_vectors import WordVectors
+from .executors import executor_module, module_gradients
+from .rates import ModuleRates
+from .slots import BATCH_END, EPOCH_END, EVAL_BATCH_END, EVAL_END, fit_callbacks, is_batch_param, missing_slots, reroute
 
 __all__ = ["TensorBoardCallback"]
 

@@ -20,9 +20,9 @@ from __future__ import annotations
 import logging
 import sys
 import threading
-import weakref
 from types import FrameType
 from typing import Any, Callable, Dict, Optional, Tuple
+import weakref
 
 _MARK = "_gluon_tb_wrap"  # attribute of our wrapper functions: the Wrap that made them
 _made: "weakref.WeakSet[Wrap]" = weakref.WeakSet()  # every wrap still in place

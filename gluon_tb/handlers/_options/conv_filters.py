@@ -16,10 +16,10 @@ from typing import Any, Optional, Tuple, Union
 
 from ...writer import SummaryWriter
 from ...writer._common.checks import describe
-from .conv_filter_images import feature_map_images, filter_images
-from .._mxnet.blocks import LayerProbe, context_of, find_block, first_of
 from .._common.run_writers import TRAIN, RunWriters
+from .._mxnet.blocks import LayerProbe, context_of, find_block, first_of
 from .._mxnet.symbols import SymbolProbe, conv_layer, layer_output
+from .conv_filter_images import feature_map_images, filter_images
 from .protocol import Batch, Epoch, Fit, Option, Part
 
 

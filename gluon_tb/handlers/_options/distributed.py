@@ -31,10 +31,10 @@ needs servers without an optimizer (``MXNET_UPDATE_ON_KVSTORE=0``). With MXNet's
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 import logging
 import os
 import sys
-from dataclasses import dataclass
 from typing import Any, List, Optional, Sequence
 
 import numpy as np

@@ -16,15 +16,15 @@ from __future__ import annotations
 import logging
 from typing import Any, List, Optional, Union
 
-from ...writer._common.checks import describe, is_python_int
-from .._mxnet.blocks import LayerProbe, classifier, context_of, find_block
 from ...writer import SummaryWriter
+from ...writer._common.checks import describe, is_python_int
 from .._common.checks import check_positive_int, check_positive_int_or_none
-from .._mxnet.hooks import wrap
 from .._common.run_writers import TRAIN, RunWriters
-from .images import image_format
 from .._common.schedule import every_epochs
+from .._mxnet.blocks import LayerProbe, classifier, context_of, find_block
+from .._mxnet.hooks import wrap
 from .._mxnet.symbols import SymbolProbe, classifier_input, layer_output
+from .images import image_format
 from .protocol import Epoch, Fit, Option, Part
 
 

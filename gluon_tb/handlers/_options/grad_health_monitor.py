@@ -20,15 +20,15 @@ histograms' hook (``param_histograms.py``, or the Module's executors).
 """
 from __future__ import annotations
 
+from collections import deque
 import math
 import threading
-from collections import deque
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ...writer._common.threads import batch_scheduling
 from ...writer import SummaryWriter
+from ...writer._common.threads import batch_scheduling
 from .._common.run_writers import TRAIN_BATCH, RunWriters, logger
 
 if TYPE_CHECKING:

@@ -11,9 +11,9 @@ from __future__ import annotations
 import logging
 from typing import Any, List, Optional
 
+from . import conv_filters, embeddings, grad_health, profile_batch, word_vectors
 from .._common.run_writers import RunWriters
 from .._common.schedule import Schedule
-from . import conv_filters, embeddings, grad_health, profile_batch, word_vectors
 from .grad_health_monitor import HealthMonitor
 from .protocol import Batch, Epoch, Fit, Part
 

@@ -41,8 +41,8 @@ import os
 from typing import Any, Mapping, NamedTuple, Optional
 
 from ...writer._common.checks import is_python_int
-from .._mxnet.hooks import FitScope
 from .._common.run_writers import TRAIN, TRAIN_BATCH, VALIDATION, RunWriters
+from .._mxnet.hooks import FitScope
 
 
 class Start(NamedTuple):

@@ -22,12 +22,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, List, Optional, Tuple
 
-from ...writer._common.checks import describe, is_python_number
-from .._mxnet.blocks import blocks, match_block
 from ...writer import SummaryWriter
+from ...writer._common.checks import describe, is_python_number
 from .._common.checks import check_option, check_positive_int_or_none
 from .._common.run_writers import TRAIN, RunWriters
 from .._common.schedule import every_epochs
+from .._mxnet.blocks import blocks, match_block
 from .._mxnet.symbols import _graph
 from .protocol import Epoch, Fit, Option, Part
 
