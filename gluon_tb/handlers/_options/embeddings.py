@@ -20,12 +20,11 @@ from ...writer import SummaryWriter
 from ...writer._common.checks import describe, is_python_int
 from .._common.checks import check_positive_int, check_positive_int_or_none
 from .._common.run_writers import TRAIN, RunWriters
-from .._common.schedule import every_epochs
 from .._mxnet.blocks import LayerProbe, classifier, context_of, find_block
 from .._mxnet.hooks import wrap
 from .._mxnet.symbols import SymbolProbe, classifier_input, layer_output
 from .images import image_format
-from .protocol import Epoch, Fit, Option, Part
+from .protocol import EveryEpochs, Fit, Option
 
 
 class Embeddings:
@@ -75,7 +74,7 @@ def check_embeddings(value: Any) -> Optional[Embeddings]:
                     f"got {describe(value)}")
 
 
-class Projector(Part):
+class Projector(EveryEpochs):
     """Collects the sample and logs the embedding; see the module docs."""
 
     def __init__(self, cfg: Embeddings, out: RunWriters) -> None:
@@ -132,13 +131,6 @@ class Projector(Part):
         self._xs.append(x[:k].copy())
         self._ys.append(y[:k].copy())
         self._have += k
-
-    def epoch_end(self, epoch: Epoch) -> None:
-        if every_epochs(self.cfg.every, epoch.epoch):
-            self.log(epoch.epoch)
-
-    def end(self, last_step: int, last_epoch: int) -> None:
-        self.log(last_epoch)
 
     def log(self, step: int) -> None:
         if step == self._logged or self._probe is None:
@@ -204,6 +196,7 @@ class ModuleProjector(Projector):
     layer that feeds the loss output (or ``Embeddings(layer=...)``); predicted labels are the
     ``argmax`` of that prediction layer's output.
     """
+    last_at_epoch_end = True  # validation leaves the weights as they are
 
     def __init__(self, cfg: Embeddings, out: RunWriters) -> None:
         super().__init__(cfg, out)
@@ -223,15 +216,6 @@ class ModuleProjector(Projector):
                 feats, pred = classifier_input(self._symbol)
             self._probe = SymbolProbe([feats, pred])
             self._data_name = module.data_names[0]
-
-    def epoch_end(self, epoch: Epoch) -> None:
-        if epoch.last_of_fit:  # validation leaves the weights as they are
-            self.log(epoch.epoch)
-        else:
-            super().epoch_end(epoch)
-
-    def end(self, last_step: int, last_epoch: int) -> None:
-        """Logged at the last epoch's end already."""
 
     def close(self) -> None:
         """The probe binds per call: nothing to release, and a later ``fit`` uses it again."""

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Optional, Sequence
 
 from .._common.run_writers import RunWriters
+from .._common.schedule import every_epochs
 
 
 @dataclass
@@ -108,6 +109,27 @@ class Part:
 
     def close(self) -> None:
         """Release what the part holds (hooks on the net, probes)."""
+
+
+class EveryEpochs(Part):
+    """A part that logs every ``cfg.every`` epochs (``None``: only the last) and at the end of ``fit``.
+
+    ``log(step)`` writes once per step. With ``last_at_epoch_end`` (the Module's parts) the last
+    epoch is logged at its ``epoch_end``, before the validation that follows, and ``end`` adds nothing.
+    """
+    cfg: Any
+    last_at_epoch_end: ClassVar[bool] = False
+
+    def log(self, step: int) -> None:
+        raise NotImplementedError
+
+    def epoch_end(self, epoch: Epoch) -> None:
+        if (self.last_at_epoch_end and epoch.last_of_fit) or every_epochs(self.cfg.every, epoch.epoch):
+            self.log(epoch.epoch)
+
+    def end(self, last_step: int, last_epoch: int) -> None:
+        if not self.last_at_epoch_end:
+            self.log(last_epoch)
 
 
 @dataclass(frozen=True)

@@ -26,10 +26,9 @@ from ...writer import SummaryWriter
 from ...writer._common.checks import describe, is_python_number
 from .._common.checks import check_option, check_positive_int_or_none
 from .._common.run_writers import TRAIN, RunWriters
-from .._common.schedule import every_epochs
 from .._mxnet.blocks import blocks, match_block
 from .._mxnet.symbols import _graph
-from .protocol import Epoch, Fit, Option, Part
+from .protocol import Epoch, EveryEpochs, Fit, Option
 
 
 class WordVectors:
@@ -140,7 +139,7 @@ def find_embedding(net: Any, name: Optional[str]) -> Any:
                      f"({', '.join(repr(b.name) for b in found)}), got {name!r}")
 
 
-class WordVectorsLogger(Part):
+class WordVectorsLogger(EveryEpochs):
     """Finds the Embedding at ``train_begin`` and logs its rows; see the module docs."""
 
     def __init__(self, cfg: WordVectors, out: RunWriters) -> None:
@@ -165,13 +164,6 @@ class WordVectorsLogger(Part):
         tokens = self.cfg.tokens
         self._labels = [tokens[i] for i in idx] if tokens is not None else [str(i) for i in idx]
         self._take = None if idx == list(range(rows)) else mx.nd.array(idx, dtype="int64")
-
-    def epoch_end(self, epoch: Epoch) -> None:
-        if every_epochs(self.cfg.every, epoch.epoch):
-            self.log(epoch.epoch)
-
-    def end(self, last_step: int, last_epoch: int) -> None:
-        self.log(last_epoch)
 
     def log(self, step: int) -> None:
         if step == self._logged or self._weight is None:
@@ -210,6 +202,7 @@ def embedding_layer(symbol: Any, name: Optional[str]) -> Tuple[str, int]:
 
 class ModuleWordVectors(WordVectorsLogger):
     """``word_vectors`` for Module: the Embedding operator's weight from ``arg_params`` at epoch end."""
+    last_at_epoch_end = True
 
     def __init__(self, cfg: Any, out: RunWriters) -> None:
         super().__init__(cfg, out)
@@ -227,13 +220,7 @@ class ModuleWordVectors(WordVectorsLogger):
     def epoch_end(self, epoch: Epoch) -> None:
         """The weight to log is ``fit``'s host copy in ``arg_params``; the last epoch is always logged."""
         self._weight = (epoch.arg_params or {}).get(self._arg)
-        if epoch.last_of_fit:
-            self.log(epoch.epoch)
-        else:
-            super().epoch_end(epoch)
-
-    def end(self, last_step: int, last_epoch: int) -> None:
-        """Logged at the last epoch's end already."""
+        super().epoch_end(epoch)
 
     def _array(self) -> Any:
         return self._weight
