@@ -1,6 +1,5 @@
 """TensorBoardHandler's see-inside options under a real ``Estimator.fit``: conv filters and feature
 maps, projector embeddings, gradient health — read back."""
-import io
 import logging
 import math
 import os
@@ -13,25 +12,12 @@ from PIL import Image
 
 import readback
 import repo_paths
+from image_readback import image, normalised
 from gluon_tb.handlers import Embeddings, GradHealth, TensorBoardHandler
 from gluon_tb.writer import SummaryWriter
 from gluon_tb.handlers._options.conv_filters import pick_conv, write_filters
 from gluon_tb.handlers._mxnet.blocks import LayerProbe
-from test_estimator_handler import BATCH, GradSpy, Recorder, loader, make_est, make_net, param_names
-
-
-def image(logdir, run, tag, i=-1):
-    ev = readback.tensor_events(logdir, run, tag)[i]
-    w, h, png = ev.tensor_proto.string_val[:3]
-    img = np.asarray(Image.open(io.BytesIO(png)))
-    assert img.shape[:2] == (int(h), int(w))
-    return ev.step, img
-
-
-def normalised(a):
-    a = a.reshape(a.shape[0], -1)
-    lo, hi = a.min(1, keepdims=True), a.max(1, keepdims=True)
-    return (a - lo) / (hi - lo + 1e-12)
+from estimator_setup import BATCH, GradSpy, Recorder, loader, make_est, make_net, param_names
 
 
 def conv_net(o, i):
