@@ -61,17 +61,6 @@ def test_handler_filters_maps_and_projector(tmp_path):
     assert "embedding/00001/tensors.bytes" in config and "single_image_dim: 8" in config
 
 
-def test_embeddings_from_explicit_data_every_epoch(tmp_path):
-    d = str(tmp_path)
-    rs = np.random.RandomState(3)
-    data = (rs.rand(10, 1, 8, 8).astype("float32"), rs.randint(0, 4, 10).astype("float32"))
-    tb = TensorBoardHandler(d, embeddings=Embeddings(10, layer="conv0", every=1, data=data, tag="conv"))
-    make_est(make_net()).fit(loader(), epochs=2, event_handlers=[tb])
-    assert sorted(os.listdir(os.path.join(d, "train", "conv"))) == ["00000", "00001"]
-    got = readback.projector_tensors(os.path.join(d, "train"))
-    assert got["conv@0"].shape == got["conv@1"].shape == (10, 3 * 6 * 6)
-
-
 def test_option_checks():
     with pytest.raises(ValueError, match="histogram_period"):
         TensorBoardHandler("x", grad_health=True, histogram_period=None)

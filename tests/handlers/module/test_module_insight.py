@@ -11,7 +11,7 @@ import readback
 import repo_paths
 from gluon_tb.handlers import Embeddings, GradHealth, TensorBoardCallback
 from gluon_tb.writer import SummaryWriter
-from module_setup import BATCH, CLASSES, EPOCHS, LR, PARAMS, data, fit, steps, symbol
+from module_setup import BATCH, EPOCHS, LR, PARAMS, data, fit, steps, symbol
 
 
 # ------------------------------------------------------------ the layout with every option
@@ -104,33 +104,6 @@ def test_detector_warns_and_writes_text_without_stopping(tmp_path, caplog):
     assert "vanishing gradients" in ev[0].tensor_proto.string_val[0].decode()
     assert len([r for r in caplog.records if "vanishing" in r.getMessage()]) == 1
     assert [s for s, _ in readback.scalars(d, "train_batch", "batch_accuracy")] == list(range(8))  # not stopped
-
-
-@pytest.mark.parametrize("source", ["eval_data", "data_pair", "data_iter"])
-def test_embeddings_are_the_classifier_inputs_with_labels(tmp_path, source):
-    d = str(tmp_path)
-    x, y, xv, yv = data()
-    kw = {"eval_data": source == "eval_data"}
-    if source == "eval_data":
-        emb, sx, sy = Embeddings(20), xv[:20], yv[:20]  # 24 samples in batches of 16: crosses a batch
-    elif source == "data_pair":
-        emb, sx, sy = Embeddings(10, data=(x[:10], y[:10])), x[:10], y[:10]
-    else:
-        it = mx.io.NDArrayIter(xv, yv, 16, last_batch_handle="pad")
-        emb, sx, sy = Embeddings(100, data=it), xv, yv  # the padded last batch's pad is left out
-    mod = fit(TensorBoardCallback(d, embeddings=emb, weights=False), **kw)
-    arg, _ = mod.get_params()
-    h = mx.nd.Convolution(mx.nd.array(sx), arg["conv1_weight"], arg["conv1_bias"], kernel=(3, 3),
-                          num_filter=4).relu().flatten()
-    feats = mx.nd.FullyConnected(h, arg["fc1_weight"], arg["fc1_bias"], num_hidden=8).relu()
-    pred = mx.nd.FullyConnected(feats, arg["fc2_weight"], arg["fc2_bias"], num_hidden=CLASSES).argmax(axis=1)
-    folder = os.path.join(d, "train", "embedding", "00001")  # the last epoch, at the end of fit
-    assert sorted(os.listdir(os.path.join(d, "train", "embedding"))) == ["00001"]
-    got = readback.projector_tensors(os.path.join(d, "train"))["embedding"]
-    np.testing.assert_allclose(got, feats.asnumpy(), rtol=1e-4, atol=1e-5)
-    rows = open(os.path.join(folder, "metadata.tsv")).read().splitlines()
-    assert rows[0] == "label\tpredicted"
-    assert rows[1:] == [f"{int(a)}\t{int(b)}" for a, b in zip(sy, pred.asnumpy())]
 
 
 # ------------------------------------------------------------ the end of fit
