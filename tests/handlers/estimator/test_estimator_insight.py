@@ -8,7 +8,6 @@ import pytest
 from PIL import Image
 
 import readback
-import repo_paths
 from image_readback import image, normalised
 from gluon_tb.handlers import Embeddings, GradHealth, TensorBoardHandler
 from estimator_setup import loader, make_est, make_net
@@ -84,21 +83,3 @@ def test_option_checks():
 # ------------------------------------------------------------ gradient health
 
 
-def test_word_embeddings_example_runs_offline(tmp_path):
-    pytest.importorskip("gluonnlp")
-    import importlib.util
-
-    path = os.path.join(repo_paths.EXAMPLES, "word_embeddings_gluonnlp.py")
-    spec = importlib.util.spec_from_file_location("word_example", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    d = str(tmp_path)
-    mod.main(["--logdir", d, "--epochs", "1", "--max-tokens", "3000", "--words", "50"])
-    assert {("train", "epoch_perplexity"), ("validation", "epoch_perplexity")} <= readback.tags(d)
-    labels = open(os.path.join(d, "train", "word_vectors", "00000", "metadata.tsv")).read().splitlines()
-    # word_vectors=WordVectors(vocab, counts, top=50): the 50 most frequent words, most frequent first
-    counts = mod.nlp.data.count_tokens(mod.WORD.findall(mod.docstrings().lower())[:3000])
-    vocab = mod.nlp.Vocab(counts, max_size=5000, min_freq=2)
-    toks = vocab.idx_to_token
-    order = sorted(range(len(toks)), key=lambda i: (toks[i] not in counts, -counts.get(toks[i], 0), i))
-    assert labels == [toks[i] for i in order[:50]] and "the" in labels
