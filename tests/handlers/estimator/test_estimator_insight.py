@@ -4,12 +4,11 @@ import os
 
 import mxnet as mx
 import numpy as np
-import pytest
 from PIL import Image
 
 import readback
 from image_readback import image, normalised
-from gluon_tb.handlers import Embeddings, GradHealth, TensorBoardHandler
+from gluon_tb.handlers import Embeddings, TensorBoardHandler
 from estimator_setup import loader, make_est, make_net
 
 
@@ -55,29 +54,6 @@ def test_handler_filters_maps_and_projector(tmp_path):
     assert sprite.size == (7 * 8, 7 * 8)  # ceil(sqrt(40)) = 7 thumbnails of 8x8 a row
     config = open(os.path.join(d, "train", "projector_config.pbtxt")).read()
     assert "embedding/00001/tensors.bytes" in config and "single_image_dim: 8" in config
-
-
-def test_option_checks():
-    with pytest.raises(ValueError, match="histogram_period"):
-        TensorBoardHandler("x", grad_health=True, histogram_period=None)
-    with pytest.raises(TypeError, match="conv_filters"):
-        TensorBoardHandler("x", conv_filters=3)
-    with pytest.raises(TypeError, match="embeddings"):
-        TensorBoardHandler("x", embeddings="all")
-    with pytest.raises(ValueError, match="stop"):
-        GradHealth(stop=["sometimes"])
-    with pytest.raises(TypeError, match="stop must be a bool or a collection of 'nonfinite'"):
-        GradHealth(stop="nonfinite")  # one name, not a collection of names
-    with pytest.raises(ValueError, match="conv_filters must be a bool or the name of a Conv2D layer, got str ''"):
-        TensorBoardHandler("x", conv_filters="")
-    with pytest.raises(ValueError, match="layer must be None or a block name, got str ''"):
-        Embeddings(layer="")
-    with pytest.raises(TypeError, match="layer must be None or a block name, got int 3"):
-        Embeddings(layer=3)
-    with pytest.raises(ValueError, match="tag must be a non-empty str, got str ''"):
-        Embeddings(tag="")
-    with pytest.raises(TypeError, match="tag must be a non-empty str, got NoneType None"):
-        Embeddings(tag=None)
 
 
 # ------------------------------------------------------------ gradient health

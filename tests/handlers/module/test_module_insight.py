@@ -6,7 +6,7 @@ import pytest
 
 import readback
 import repo_paths
-from gluon_tb.handlers import Embeddings, GradHealth, TensorBoardCallback
+from gluon_tb.handlers import Embeddings, TensorBoardCallback
 from gluon_tb.writer import SummaryWriter
 from module_setup import BATCH, EPOCHS, LR, PARAMS, data, fit, steps, symbol
 
@@ -77,30 +77,6 @@ def test_fit_ends_with_a_flush_of_every_run_after_the_last_values(tmp_path, monk
 
 
 # ------------------------------------------------------------ arguments
-def test_option_arguments_checked_up_front():
-    with pytest.raises(TypeError, match="conv_filters must be a bool or the name"):
-        TensorBoardCallback("x", conv_filters=3)
-    with pytest.raises(TypeError, match="embeddings must be None, True, a sample count"):
-        TensorBoardCallback("x", embeddings="all")
-    with pytest.raises(TypeError, match=r"grad_health must be None, a bool or a GradHealth\(\.\.\.\)"):
-        TensorBoardCallback("x", grad_health="yes")
-    with pytest.raises(ValueError, match="histogram_period must not be None when grad_health"):
-        TensorBoardCallback("x", grad_health=True, histogram_period=None)
-    with pytest.raises(ValueError, match=r"cannot stop Module.fit.*got stop=\['exploding'\]"):
-        TensorBoardCallback("x", grad_health=GradHealth(stop=["exploding"]))
-    with pytest.raises(ValueError, match="histogram_period must be a positive int, got 0"):
-        TensorBoardCallback("x", histogram_period=0)
-    with pytest.raises(ValueError, match="histogram_period must be a positive int, 'epoch' or None"):
-        TensorBoardCallback("x", histogram_period="batch")  # a str, but not 'epoch': a wrong value
-    with pytest.raises(TypeError, match="histogram_period must be a positive int, 'epoch' or None"):
-        TensorBoardCallback("x", histogram_period=2.0)
-
-
-def test_a_layer_that_is_not_a_convolution_is_named(tmp_path):
-    with pytest.raises(ValueError, match=r"2-D Convolution of the symbol \(conv1\), got 'fc1' \(a FullyConnected\)"):
-        fit(TensorBoardCallback(str(tmp_path), conv_filters="fc1"))
-    with pytest.raises(ValueError, match="layer 'nope' is not a layer of the symbol; its layers are conv1, relu1"):
-        fit(TensorBoardCallback(str(tmp_path / "b"), embeddings=Embeddings(4, layer="nope")))
 
 
 def test_module_example_runs_offline(tmp_path):
