@@ -1,5 +1,7 @@
-"""TensorBoardHandler's see-inside options under a real ``Estimator.fit``: conv filters and feature
-maps, projector embeddings, gradient health — read back."""
+"""TensorBoardHandler with ``conv_filters`` and ``embeddings`` together under a real
+``Estimator.fit``: the filter and feature-map grids of the first conv layer and the projector of
+the layer before the classifier, read back. Each option alone, under both adapters, is tested in
+``tests/handlers/options/`` (``test_conv_filters.py``, ``test_embeddings.py``, ``test_grad_health.py``)."""
 import os
 
 import mxnet as mx
@@ -10,9 +12,6 @@ import readback
 from image_readback import image, normalised
 from gluon_tb.handlers import Embeddings, TensorBoardHandler
 from estimator_setup import loader, make_est, make_net
-
-
-# ------------------------------------------------------------ filters (the images, written directly)
 
 
 # ------------------------------------------------------------ handler: filters and projector

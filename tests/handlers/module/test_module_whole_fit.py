@@ -1,4 +1,7 @@
-"""TensorBoardCallback's see-inside options and its flush at the end of ``Module.fit``, read back."""
+"""TensorBoardCallback through whole ``Module.fit`` runs, read back: every see-inside option at once
+(the exact runs, tags and steps), what is on disk when ``fit`` returns, the ``module_digits``
+example and a ``BucketingModule``. Each option alone, under both adapters, is tested in
+``tests/handlers/options/`` (``test_conv_filters.py``, ``test_embeddings.py``, ``test_grad_health.py``)."""
 import os
 
 import mxnet as mx
@@ -29,9 +32,6 @@ def test_every_option_exact_runs_tags_and_steps(tmp_path):
     assert steps(d) == expected
     assert sorted(os.listdir(d)) == ["train", "train_batch", "validation"]
     assert sorted(os.listdir(os.path.join(d, "train", "embedding"))) == ["00000", "00001"]
-
-
-# ------------------------------------------------------------ values
 
 
 # ------------------------------------------------------------ the end of fit
@@ -76,7 +76,7 @@ def test_fit_ends_with_a_flush_of_every_run_after_the_last_values(tmp_path, monk
         cb.close()
 
 
-# ------------------------------------------------------------ arguments
+# ------------------------------------------------------------ the example and BucketingModule
 
 
 def test_module_example_runs_offline(tmp_path):
