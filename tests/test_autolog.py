@@ -14,7 +14,7 @@ from mxnet.module import BaseModule
 import gluon_tb
 import readback
 from gluon_tb.handlers import TensorBoardCallback, TensorBoardHandler
-from test_estimator_handler import loader, make_est, make_net
+from estimator_setup import loader, make_est, make_net
 from test_module_callback import iters, module
 from repo_paths import ROOT, SUPPORT
 

@@ -11,7 +11,7 @@ from mxnet import gluon
 import readback
 import repo_paths
 from gluon_tb.handlers import TensorBoardHandler
-from test_estimator_handler import BATCH, N, make_est, make_net
+from estimator_setup import BATCH, N, make_est, make_net
 
 BATCHES = N // BATCH
 warnings.filterwarnings("ignore", message="No trainer specified")

@@ -12,7 +12,7 @@ from PIL import Image
 
 import readback
 from gluon_tb.handlers import TensorBoardCallback, TensorBoardHandler
-from test_estimator_handler import N, BATCH, loader, make_est, make_net
+from estimator_setup import N, BATCH, loader, make_est, make_net
 
 BATCHES = N // BATCH  # 4 a epoch
 warnings.filterwarnings("ignore", message="No trainer specified")

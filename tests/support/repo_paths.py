@@ -3,7 +3,7 @@
 ``tests/`` mirrors the package: ``writer/``, ``handlers/``, ``system/`` (whole-system runs) and the
 package-wide tests at its root; the helpers (this module, ``readback``, ``synccount``, the scripts
 that tests start by path) are in ``support/``. Test modules import helpers and each other by name
-(``import readback``, ``from test_estimator_handler import make_est``): ``tests/conftest.py`` puts
+(``import readback``, ``from estimator_setup import make_est``): ``tests/conftest.py`` puts
 ``IMPORT_PATH`` on ``sys.path`` and in ``PYTHONPATH`` for the processes the tests start.
 """
 from __future__ import annotations

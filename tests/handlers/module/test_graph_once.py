@@ -89,7 +89,7 @@ def test_a_continued_training_in_a_new_log_directory_logs_the_graph(tmp_path):
     import warnings
 
     from gluon_tb.handlers import TensorBoardHandler
-    from test_estimator_handler import loader, make_est, make_net
+    from estimator_setup import loader, make_est, make_net
 
     warnings.filterwarnings("ignore", message="No trainer specified")
     est = make_est(make_net())

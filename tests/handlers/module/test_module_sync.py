@@ -11,7 +11,7 @@ import pytest
 import readback
 from gluon_tb.handlers import Embeddings, GradHealth, TensorBoardCallback
 from synccount import count_host_reads
-from test_module_insight import PARAMS, iters, symbol
+from module_setup import PARAMS, iters, symbol
 
 EVERYTHING = dict(histogram_period=1, conv_filters=True, grad_health=GradHealth(vanish_below=1e9, vanish_checks=2),
                   batch_period=1)  # the vanishing detector fires, so its path runs too

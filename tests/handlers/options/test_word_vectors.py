@@ -12,6 +12,7 @@ from mxnet.gluon.contrib.estimator.event_handler import EpochEnd
 
 import gluon_tb
 import readback
+import repo_paths
 from gluon_tb.handlers import TensorBoardHandler, WordVectors
 from synccount import count_host_reads
 from test_embedding import Projector
@@ -253,3 +254,24 @@ def test_a_network_without_embedding(tmp_path):
                     trainer=gluon.Trainer(net.collect_params(), "sgd"), context=mx.cpu())
     with pytest.raises(ValueError, match="word_vectors needs an nn.Embedding block, and the network 'mlp' has none"):
         est.fit(loader(5), epochs=1, event_handlers=[TensorBoardHandler(str(tmp_path), word_vectors=True)])
+
+
+def test_word_embeddings_example_runs_offline(tmp_path):
+    pytest.importorskip("gluonnlp")
+    import importlib.util
+
+    path = os.path.join(repo_paths.EXAMPLES, "word_embeddings_gluonnlp.py")
+    spec = importlib.util.spec_from_file_location("word_example", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    d = str(tmp_path)
+    mod.main(["--logdir", d, "--epochs", "1", "--max-tokens", "3000", "--words", "50"])
+    assert {("train", "epoch_perplexity"), ("validation", "epoch_perplexity")} <= readback.tags(d)
+    labels = open(os.path.join(d, "train", "word_vectors", "00000", "metadata.tsv")).read().splitlines()
+    # word_vectors=WordVectors(vocab, counts, top=50): the 50 most frequent words, most frequent first
+    counts = mod.nlp.data.count_tokens(mod.WORD.findall(mod.docstrings().lower())[:3000])
+    vocab = mod.nlp.Vocab(counts, max_size=5000, min_freq=2)
+    toks = vocab.idx_to_token
+    order = sorted(range(len(toks)), key=lambda i: (toks[i] not in counts, -counts.get(toks[i], 0), i))
+    assert labels == [toks[i] for i in order[:50]] and "the" in labels
+

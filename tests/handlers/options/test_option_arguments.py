@@ -1,0 +1,60 @@
+"""The see-inside options' arguments (``conv_filters``, ``embeddings``, ``grad_health`` and the
+``histogram_period`` it needs) are checked when a handler is built — or, for a layer of a
+``Module``'s symbol, when ``fit`` binds it — with errors that name the argument. Each test checks
+several options at once, so they are here rather than in one option's file."""
+import pytest
+
+from gluon_tb.handlers import Embeddings, GradHealth, TensorBoardCallback, TensorBoardHandler
+from module_setup import fit
+
+
+# ------------------------------------------------------------ TensorBoardHandler
+def test_option_checks():
+    with pytest.raises(ValueError, match="histogram_period"):
+        TensorBoardHandler("x", grad_health=True, histogram_period=None)
+    with pytest.raises(TypeError, match="conv_filters"):
+        TensorBoardHandler("x", conv_filters=3)
+    with pytest.raises(TypeError, match="embeddings"):
+        TensorBoardHandler("x", embeddings="all")
+    with pytest.raises(ValueError, match="stop"):
+        GradHealth(stop=["sometimes"])
+    with pytest.raises(TypeError, match="stop must be a bool or a collection of 'nonfinite'"):
+        GradHealth(stop="nonfinite")  # one name, not a collection of names
+    with pytest.raises(ValueError, match="conv_filters must be a bool or the name of a Conv2D layer, got str ''"):
+        TensorBoardHandler("x", conv_filters="")
+    with pytest.raises(ValueError, match="layer must be None or a block name, got str ''"):
+        Embeddings(layer="")
+    with pytest.raises(TypeError, match="layer must be None or a block name, got int 3"):
+        Embeddings(layer=3)
+    with pytest.raises(ValueError, match="tag must be a non-empty str, got str ''"):
+        Embeddings(tag="")
+    with pytest.raises(TypeError, match="tag must be a non-empty str, got NoneType None"):
+        Embeddings(tag=None)
+
+
+# ------------------------------------------------------------ TensorBoardCallback
+def test_option_arguments_checked_up_front():
+    with pytest.raises(TypeError, match="conv_filters must be a bool or the name"):
+        TensorBoardCallback("x", conv_filters=3)
+    with pytest.raises(TypeError, match="embeddings must be None, True, a sample count"):
+        TensorBoardCallback("x", embeddings="all")
+    with pytest.raises(TypeError, match=r"grad_health must be None, a bool or a GradHealth\(\.\.\.\)"):
+        TensorBoardCallback("x", grad_health="yes")
+    with pytest.raises(ValueError, match="histogram_period must not be None when grad_health"):
+        TensorBoardCallback("x", grad_health=True, histogram_period=None)
+    with pytest.raises(ValueError, match=r"cannot stop Module.fit.*got stop=\['exploding'\]"):
+        TensorBoardCallback("x", grad_health=GradHealth(stop=["exploding"]))
+    with pytest.raises(ValueError, match="histogram_period must be a positive int, got 0"):
+        TensorBoardCallback("x", histogram_period=0)
+    with pytest.raises(ValueError, match="histogram_period must be a positive int, 'epoch' or None"):
+        TensorBoardCallback("x", histogram_period="batch")  # a str, but not 'epoch': a wrong value
+    with pytest.raises(TypeError, match="histogram_period must be a positive int, 'epoch' or None"):
+        TensorBoardCallback("x", histogram_period=2.0)
+
+
+def test_a_layer_that_is_not_a_convolution_is_named(tmp_path):
+    with pytest.raises(ValueError, match=r"2-D Convolution of the symbol \(conv1\), got 'fc1' \(a FullyConnected\)"):
+        fit(TensorBoardCallback(str(tmp_path), conv_filters="fc1"))
+    with pytest.raises(ValueError, match="layer 'nope' is not a layer of the symbol; its layers are conv1, relu1"):
+        fit(TensorBoardCallback(str(tmp_path / "b"), embeddings=Embeddings(4, layer="nope")))
+
