@@ -17,9 +17,9 @@ Errors of the worker (an OSError from a full disk, a builder that failed) are
 kept and raised on the producer's next call, ``flush()`` or ``close()`` — once,
 after which the writer carries on.
 
-A URL as ``logdir`` (``s3://...``) writes to a :class:`~.remote.Store` instead:
-:class:`~.remote.RemoteEventFile` parts, uploaded when due, on ``flush()`` and
-on ``close()`` (see ``remote.py`` for why parts).
+Where the records go is the :class:`~.output.Output` the pipeline is handed: a local
+directory, or for a URL ``logdir`` (``s3://...``) an object store written in parts,
+uploaded when due, on ``flush()`` and on ``close()`` (``remote.py`` says why parts).
 
 The items on the queue are described in ``items.py``.
 """
@@ -32,11 +32,8 @@ import time
 from typing import Any, Dict, List, Optional, Union
 
 from .items import Action, ScalarItem, Summary, Sync
-from .._common.checks import is_remote
 from .._common.threads import BACKGROUND_NICE
-from .logdir import local_path
-from .remote import RemoteEventFile, RemoteWriteError, Store
-from .remote_options import RemoteOptions
+from .output import EventOutput, Output
 from .worker import Worker
 
 __all__ = ["Pipeline", "WriterClosedError", "DEFAULT_MAX_QUEUE_BYTES", "DEFAULT_WORKER_NICE",
@@ -86,11 +83,13 @@ class WriterClosedError(RuntimeError):
 
 
 class Pipeline(Worker):
-    """Queue + worker + one :class:`~.event_file.EventFile` per run directory.
+    """Queue + worker, writing one event file per run to ``output``.
 
-    ``remote`` (a :class:`~.remote_options.RemoteOptions`) tunes how a URL ``logdir`` is
-    written; it is ignored for a local one. ``look_for_others``: warn when another writer
-    appends to one of its run directories (``neighbours.py``); False for a resumed run.
+    Example::
+
+        p = Pipeline(open_output("logs/train"), flush_secs=2.0)
+        p.put_scalar((None, "loss", 0.5, 1, time.time()))
+        p.close()
     """
 
     def __new__(cls, *args: Any, on_full: str = "block", **kwargs: Any) -> "Pipeline":
@@ -98,18 +97,12 @@ class Pipeline(Worker):
             cls = DropPipeline  # its own put_scalar, still looked up on the class: the fast call
         return super().__new__(cls)
 
-    def __init__(self, logdir: str, *, flush_secs: float = 2.0, filename_suffix: str = "",
+    def __init__(self, output: Output, *, flush_secs: float = 2.0,
                  max_queue_bytes: int = DEFAULT_MAX_QUEUE_BYTES, wake_items: int = 4096,
-                 on_full: str = "block", remote: Optional[RemoteOptions] = None,
-                 nice: Optional[int] = DEFAULT_WORKER_NICE, look_for_others: bool = True) -> None:
-        self._store: Optional[Store] = None
-        if is_remote(logdir):
-            self._store = Store(logdir, remote)
-        else:
-            logdir = local_path(logdir)
-        self.logdir = logdir
+                 on_full: str = "block", nice: Optional[int] = DEFAULT_WORKER_NICE) -> None:
+        self._output = output
+        self.logdir = output.logdir
         self.flush_secs = flush_secs
-        self.suffix = filename_suffix
         self.max_queue_bytes = max_queue_bytes
         self._scalar_bound = bound = min(max_queue_bytes, SCALAR_BOUND)
         self.on_full = on_full
@@ -120,8 +113,7 @@ class Pipeline(Worker):
         # the first look: wake_items queued, or as many scalars as the bound holds if fewer
         self._first_check = min(wake_items, max(1, bound // SCALAR_COST))
         self.nice = nice
-        self.look_for_others = look_for_others  # warn when another writer appends to a run (neighbours.py)
-        self._files: Dict[Optional[str], Any] = {}  # EventFile or RemoteEventFile by run
+        self._files: Dict[Optional[str], EventOutput] = {}  # by run
         self._pending: Dict[Optional[str], List[bytes]] = {}
         self.dropped = 0
         self._dropped_reported = 0
@@ -268,8 +260,8 @@ class Pipeline(Worker):
 
     @property
     def is_remote(self) -> bool:
-        """The log directory is a URL, written to a :class:`~.remote.Store`."""
-        return self._store is not None
+        """The log directory is a URL, written to an object store."""
+        return self._output.remote
 
     def _start(self, even_closed: bool = False) -> None:
         with self._start_lock:
@@ -332,24 +324,21 @@ class Pipeline(Worker):
     def close_timeout(self) -> Optional[float]:
         """The most seconds ``close()`` waits by default: ``RemoteOptions.close_timeout`` for a
         URL log directory; None (until everything is written) for a local one."""
-        return self._store.options.close_timeout if self._store is not None else None
+        return self._output.close_timeout
 
     def give_up(self, waited: float) -> OSError:
         """``close()`` waited ``waited`` seconds and the worker is still busy (a store that does
         not answer): stop the store's requests and return the error naming what is lost."""
         lost = self.unwritten()
-        if self._store is not None:
-            self._store.abandon()
+        self._output.abandon()
         with self._lock:
             self.abandoned = True
             self.dropped += sum(lost.values())
         what = ", ".join(f"{n} {'whole files or graphs' if k == 'files' else 'events of ' + k}"
                          for k, n in sorted(lost.items())) or "what the writer thread was writing"
-        msg = (f"gluon_tb: the writer of {self._store.url if self._store is not None else self.logdir} "
+        msg = (f"gluon_tb: the writer of {self._output.location} "
                f"was still writing {waited:g} s after close(): {what} not written and given up on")
-        if self._store is None:
-            return TimeoutError(msg)
-        return RemoteWriteError(msg, sum(lost.values()))
+        return self._output.given_up(msg, sum(lost.values()))
 
     def take_error(self) -> Optional[BaseException]:
         """The error the worker met (raised once: it is forgotten here), or None."""
@@ -362,19 +351,15 @@ class Pipeline(Worker):
     def reopened(self) -> "Pipeline":
         """A new pipeline with this one's settings, for a writer reopened after ``close()``:
         new event files and a new worker; ``dropped_events`` counts on from this one's."""
-        new = Pipeline(self.logdir, flush_secs=self.flush_secs, filename_suffix=self.suffix,
+        new = Pipeline(self._output.reopened(), flush_secs=self.flush_secs,
                        max_queue_bytes=self.max_queue_bytes, wake_items=self._wake_items,
-                       on_full=self.on_full, nice=self.nice, look_for_others=self.look_for_others,
-                       remote=self._store.options if self._store is not None else None)
+                       on_full=self.on_full, nice=self.nice)
         new.dropped = new._dropped_reported = self.dropped
         return new
 
     # ------------------------------------------------------------ lifecycle
     def event_paths(self) -> Dict[Optional[str], str]:
-        if self._store is not None:
-            raise NotImplementedError(f"reading event files back needs a local logdir, "
-                                      f"got {self.logdir!r}")
-        return {run: f.path for run, f in list(self._files.items()) if f.path}
+        return self._output.event_paths(self._files)
 
     def after_fork_in_child(self) -> None:
         """In a forked child: forget the parent's queue, thread and files.
@@ -384,10 +369,7 @@ class Pipeline(Worker):
         """
         for f in self._files.values():
             try:
-                if isinstance(f, RemoteEventFile):
-                    f.discard()  # the parent uploads these, not the child
-                else:
-                    f.close()
+                f.discard()  # the parent writes these, not the child
             except OSError:
                 pass
         self._files = {}

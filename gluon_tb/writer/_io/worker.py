@@ -32,7 +32,6 @@ one thread at a time touches the files, ``_pending`` and the projector state, in
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from typing import Any, Callable, Dict, List, Optional
@@ -41,9 +40,8 @@ from .._common.arrays import host_float
 from .._common.threads import batch_scheduling, niced_kernels
 from .._format import proto as _proto
 from .._format.record import frame_many
-from .event_file import EventFile
 from .items import Action, ScalarItem, Summary
-from .remote import RemoteEventFile, Store
+from .output import EventOutput, Output
 from .sink import Sink
 
 log = logging.getLogger("gluon_tb")
@@ -69,14 +67,11 @@ class Worker:
     _written_upto: float
     caught_up: int
     _big_bytes: int
-    _files: Dict[Optional[str], Any]
+    _files: Dict[Optional[str], EventOutput]
     _pending: Dict[Optional[str], List[bytes]]
-    _store: Optional[Store]
-    logdir: str
-    suffix: str
+    _output: Output
     flush_secs: float
     nice: Optional[int]
-    look_for_others: bool
     closed: bool
     dropped: int
     _dropped_reported: int
@@ -98,8 +93,7 @@ class Worker:
                     with self._lock:
                         if not self.closed:  # drained: look again once this many queue
                             self._check_at = self._first_check
-                    if self._store is not None:
-                        self._upload(force=False)
+                    self._upload(force=False)
         except BaseException as e:  # pragma: no cover - a bug in the worker itself
             self._fail(e)
             log.exception("gluon_tb writer thread died")
@@ -173,11 +167,10 @@ class Worker:
                 elif kind is Action:
                     freed += item.nbytes
                     self._write_pending()
-                    self._guard(item.fn, Sink(self.logdir, self._store, self._pending))
+                    self._guard(item.fn, Sink(self._output, self._pending))
                 elif not item.stop:  # a flush
                     self._write_pending()
-                    if self._store is not None:
-                        self._upload(force=True)
+                    self._upload(force=True)
                     if item.fsync:
                         self._guard(self._fsync_all)
                     item.done.set()
@@ -265,7 +258,7 @@ class Worker:
         for run, records in pending.items():
             f = self._files.get(run)
             if f is None:
-                f = self._files[run] = self._new_file(run)
+                f = self._files[run] = self._output.event_file(run)
             try:
                 f.write(frame_many(records))
             except Exception as e:
@@ -281,14 +274,9 @@ class Worker:
             self._dropped_reported += lost
         self._fail(e)
 
-    def _new_file(self, run: Optional[str]) -> Any:
-        if self._store is not None:
-            return RemoteEventFile(self._store, run, self.suffix)
-        return EventFile(self.logdir if run is None else os.path.join(self.logdir, run), self.suffix,
-                         look_for_others=self.look_for_others)
-
     def _upload(self, force: bool) -> None:
-        """Remote runs: upload the parts that are due (all of them when ``force``)."""
+        """Send what the event files buffer and is due (all of it when ``force``): a remote
+        run's parts; a local file buffers nothing."""
         now = time.monotonic()
         for f in self._files.values():
             if force or f.due(now):
@@ -308,8 +296,9 @@ class Worker:
         framed and, for a remote run, buffered for its next part."""
         out: Dict[str, int] = {}
 
+        base = self._output.location
+
         def where(run: Optional[str]) -> str:
-            base = self._store.url if self._store is not None else self.logdir
             return base if run is None else f"{base.rstrip('/')}/{run}"
 
         for item in list(self._q):
@@ -326,7 +315,7 @@ class Worker:
         for run, records in list(self._pending.items()):
             out[where(run)] = out.get(where(run), 0) + len(records)
         for run, f in list(self._files.items()):
-            n = f.pending_records() if isinstance(f, RemoteEventFile) else 0
+            n = f.pending_records()
             if n:
                 out[where(run)] = out.get(where(run), 0) + n
         return out
