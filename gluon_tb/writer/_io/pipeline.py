@@ -26,15 +26,18 @@ The items on the queue are described in ``items.py``.
 from __future__ import annotations
 
 import collections
+import logging
 import os
 import threading
 import time
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, Optional, Union
 
 from .items import Action, ScalarItem, Summary, Sync
 from .._common.threads import BACKGROUND_NICE
-from .output import EventOutput, Output
+from .output import Output
 from .worker import Worker
+
+log = logging.getLogger("gluon_tb")
 
 __all__ = ["Pipeline", "WriterClosedError", "DEFAULT_MAX_QUEUE_BYTES", "DEFAULT_WORKER_NICE",
            "SCALAR_COST", "SCALAR_BOUND"]
@@ -82,7 +85,7 @@ class WriterClosedError(RuntimeError):
     """Raised when a closed writer is used."""
 
 
-class Pipeline(Worker):
+class Pipeline:
     """Queue + worker, writing one event file per run to ``output``.
 
     Example::
@@ -113,18 +116,15 @@ class Pipeline(Worker):
         # the first look: wake_items queued, or as many scalars as the bound holds if fewer
         self._first_check = min(wake_items, max(1, bound // SCALAR_COST))
         self.nice = nice
-        self._files: Dict[Optional[str], EventOutput] = {}  # by run
-        self._pending: Dict[Optional[str], List[bytes]] = {}
         self.dropped = 0
-        self._dropped_reported = 0
         self.closed = False
         self.abandoned = False  # close() gave up waiting for a stuck worker (give_up)
-        self._reset_runtime()
+        self._reset_runtime(reported=0)
         # the worker starts now, not at the first call: starting a thread waits until it runs,
         # ~1-2 ms that would otherwise land on the training thread's first add_*
         self._start()
 
-    def _reset_runtime(self) -> None:
+    def _reset_runtime(self, reported: int) -> None:
         self._q: collections.deque = collections.deque()
         self._wake = threading.Event()
         self._space = threading.Condition(threading.Lock())
@@ -136,13 +136,11 @@ class Pipeline(Worker):
         self._check_at = 0  # queue length at which a scalar next takes the slow path (0: every one)
         self._thread: Optional[threading.Thread] = None
         self._catcher: Optional[threading.Thread] = None  # the catch-up thread (worker.py)
-        self._drain_lock = threading.Lock()  # held by whichever of the two is writing
-        self._yield = False  # the catch-up thread asks the worker to step aside
-        self._in_flight = False  # a batch is taken from the queue and not yet written
-        self._written_upto = time.monotonic()  # everything accepted before this is written
-        self.caught_up = 0  # times the catch-up thread wrote in the worker's place
         self._start_lock = threading.RLock()  # re-entrant for the same reason
         self.error: Optional[BaseException] = None
+        # new event files too: after a fork the child never writes the parent's
+        self._worker = Worker(self._q, self._wake, self._finished, self._output, self,
+                              self.flush_secs, self.nice, reported)
 
     # ------------------------------------------------------------ producer side
     # Several threads may call every producer method at once. The rules that make that safe:
@@ -266,10 +264,11 @@ class Pipeline(Worker):
     def _start(self, even_closed: bool = False) -> None:
         with self._start_lock:
             if self._thread is None and (even_closed or not self.closed):
-                t = threading.Thread(target=self._run, name="gluon_tb-writer", daemon=True)
+                t = threading.Thread(target=self._worker.run, name="gluon_tb-writer", daemon=True)
                 t.start()
                 self._thread = t
-                c = threading.Thread(target=self._catch_up, name="gluon_tb-writer-catch-up", daemon=True)
+                c = threading.Thread(target=self._worker.catch_up, name="gluon_tb-writer-catch-up",
+                                     daemon=True)
                 c.start()
                 self._catcher = c
 
@@ -329,7 +328,7 @@ class Pipeline(Worker):
     def give_up(self, waited: float) -> OSError:
         """``close()`` waited ``waited`` seconds and the worker is still busy (a store that does
         not answer): stop the store's requests and return the error naming what is lost."""
-        lost = self.unwritten()
+        lost = self._worker.unwritten()
         self._output.abandon()
         with self._lock:
             self.abandoned = True
@@ -354,12 +353,33 @@ class Pipeline(Worker):
         new = Pipeline(self._output.reopened(), flush_secs=self.flush_secs,
                        max_queue_bytes=self.max_queue_bytes, wake_items=self._wake_items,
                        on_full=self.on_full, nice=self.nice)
-        new.dropped = new._dropped_reported = self.dropped
+        new.dropped = new._worker.reported = self.dropped
         return new
+
+    # ------------------------------------------------------------ what the worker reports (worker.Owner)
+    def drained(self) -> None:
+        with self._lock:
+            if not self.closed:  # look again once this many queue
+                self._check_at = self._first_check
+
+    def freed(self, nbytes: int) -> None:
+        with self._space:
+            self._big_bytes -= nbytes
+            self._space.notify_all()
+
+    def failed(self, e: BaseException) -> None:
+        with self._lock:
+            if self.error is None:
+                self.error = e
+        log.debug("gluon_tb writer error: %r", e)
+
+    def lost(self, n: int) -> None:
+        with self._lock:
+            self.dropped += n
 
     # ------------------------------------------------------------ lifecycle
     def event_paths(self) -> Dict[Optional[str], str]:
-        return self._output.event_paths(self._files)
+        return self._output.event_paths(self._worker.files)
 
     def after_fork_in_child(self) -> None:
         """In a forked child: forget the parent's queue, thread and files.
@@ -367,14 +387,12 @@ class Pipeline(Worker):
         The child's own later calls start a new worker and new event files
         (named with the child's pid), so parent and child never share a file.
         """
-        for f in self._files.values():
+        for f in self._worker.files.values():
             try:
                 f.discard()  # the parent writes these, not the child
             except OSError:
                 pass
-        self._files = {}
-        self._pending = {}
-        self._reset_runtime()
+        self._reset_runtime(self._worker.reported)
 
 
 class DropPipeline(Pipeline):

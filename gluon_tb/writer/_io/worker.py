@@ -34,7 +34,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Deque, Dict, List, Optional, Protocol
 
 from .._common.arrays import host_float
 from .._common.threads import batch_scheduling, niced_kernels
@@ -51,33 +51,56 @@ DROPPED_TAG = "gluon_tb/dropped_events"
 _prefixes: Dict[str, bytes] = {}  # tag -> constant part of its scalar events
 
 
+class Owner(Protocol):
+    """What the worker reports to the producer side (:class:`~.pipeline.Pipeline`), which
+    owns the queue's bound, the drop count and the error kept for the producer's next call."""
+
+    dropped: int  # refused and lost items, as ``gluon_tb/dropped_events`` reports them
+
+    def drained(self) -> None:
+        """The queue was seen empty: producers look at the bound again after the first check."""
+
+    def freed(self, nbytes: int) -> None:
+        """The worker is done with ``nbytes`` of queued payloads: room for waiting producers."""
+
+    def failed(self, e: BaseException) -> None:
+        """Keep ``e`` (the first one) for the producer's next call."""
+
+    def lost(self, n: int) -> None:
+        """``n`` records could not be written: count them as dropped."""
+
+
 class Worker:
-    """The worker thread's half of :class:`~.pipeline.Pipeline` (which sets up the state)."""
+    """Drains ``q`` into ``output`` on two threads (see the module docstring); ``owner`` is
+    told what it drained, freed, met and lost.
 
-    _q: Any
-    _wake: threading.Event
-    _space: threading.Condition
-    _lock: Any
-    _finished: threading.Event
-    _check_at: int
-    _first_check: int
-    _drain_lock: Any
-    _yield: bool
-    _in_flight: bool
-    _written_upto: float
-    caught_up: int
-    _big_bytes: int
-    _files: Dict[Optional[str], EventOutput]
-    _pending: Dict[Optional[str], List[bytes]]
-    _output: Output
-    flush_secs: float
-    nice: Optional[int]
-    closed: bool
-    dropped: int
-    _dropped_reported: int
-    error: Optional[BaseException]
+    ``wake`` is set by producers when there is work, ``finished`` set here once nothing
+    more is taken from the queue; ``reported``: the drops ``gluon_tb/dropped_events``
+    already counts. :class:`~.pipeline.Pipeline` makes one and runs :meth:`run` and
+    :meth:`catch_up` on threads of their own.
+    """
 
-    def _run(self) -> None:
+    def __init__(self, q: Deque[Any], wake: threading.Event, finished: threading.Event,
+                 output: Output, owner: Owner, flush_secs: float, nice: Optional[int],
+                 reported: int = 0) -> None:
+        self._q = q
+        self._wake = wake
+        self._finished = finished
+        self._output = output
+        self._owner = owner
+        self.flush_secs = flush_secs
+        self.nice = nice
+        self.reported = reported
+        self.files: Dict[Optional[str], EventOutput] = {}  # by run
+        self._pending: Dict[Optional[str], List[bytes]] = {}  # framed records by run, not yet written
+        self._drain_lock = threading.Lock()  # held by whichever of the two threads is writing
+        self._yield = False  # the catch-up thread asks the worker to step aside
+        self._in_flight = False  # a batch is taken from the queue and not yet written
+        self._written_upto = time.monotonic()  # everything accepted before this is written
+        self.caught_up = 0  # times the catch-up thread wrote in the worker's place
+
+    def run(self) -> None:
+        """The worker thread."""
         niced_kernels(self.nice)  # this thread holds the GIL: it stays at normal priority
         if self.nice:
             batch_scheduling()  # but does not preempt training's threads when it wakes
@@ -90,9 +113,7 @@ class Worker:
                         return
                     if self._drain(yielding=True):
                         return
-                    with self._lock:
-                        if not self.closed:  # drained: look again once this many queue
-                            self._check_at = self._first_check
+                    self._owner.drained()
                     self._upload(force=False)
         except BaseException as e:  # pragma: no cover - a bug in the worker itself
             self._fail(e)
@@ -100,7 +121,7 @@ class Worker:
         finally:
             self._finished.set()
 
-    def _catch_up(self) -> None:
+    def catch_up(self) -> None:
         """The catch-up thread (normal priority; see the module docstring)."""
         period = self.flush_secs / 8
         clear = time.monotonic()  # everything accepted before this is written
@@ -153,9 +174,7 @@ class Worker:
                     continue
                 if yielding and self._yield:  # step aside: the rest goes back, in order;
                     q.extendleft(reversed(scalars + items[i:]))  # the catch-up thread writes
-                    with self._space:  # what was built (_pending) with what follows
-                        self._big_bytes -= freed
-                        self._space.notify_all()
+                    self._owner.freed(freed)  # what was built (_pending) with what follows
                     self._in_flight = False
                     return False
                 if scalars:
@@ -188,9 +207,7 @@ class Worker:
                 self._close_files()
                 self._finished.set()
                 stop.done.set()
-            with self._space:
-                self._big_bytes -= freed
-                self._space.notify_all()
+            self._owner.freed(freed)
             if stop is not None:
                 return True
         return False
@@ -202,10 +219,7 @@ class Worker:
             self._fail(e)
 
     def _fail(self, e: BaseException) -> None:
-        with self._lock:
-            if self.error is None:
-                self.error = e
-        log.debug("gluon_tb writer error: %r", e)
+        self._owner.failed(e)
 
     def _scalars(self, items: List[ScalarItem]) -> None:
         """Encode a run of queued scalars (the hot loop: kept flat on purpose)."""
@@ -247,18 +261,18 @@ class Worker:
             _proto.event(item.wall, item.step, summary=_proto.summary(values)))
 
     def _write_pending(self) -> None:
-        n = self.dropped  # read once: producers may count more meanwhile
-        if n != self._dropped_reported:
-            self._dropped_reported = n
+        n = self._owner.dropped  # read once: producers may count more meanwhile
+        if n != self.reported:
+            self.reported = n
             self._pending.setdefault(None, []).append(_proto.scalar_event(
                 time.time(), n, _proto.scalar_prefix(DROPPED_TAG), float(n)))
         if not self._pending:
             return
         pending, self._pending = self._pending, {}
         for run, records in pending.items():
-            f = self._files.get(run)
+            f = self.files.get(run)
             if f is None:
-                f = self._files[run] = self._output.event_file(run)
+                f = self.files[run] = self._output.event_file(run)
             try:
                 f.write(frame_many(records))
             except Exception as e:
@@ -269,16 +283,15 @@ class Worker:
         says, else ``default``) and keep the error for the producer. The count is not
         logged as ``dropped_events``: that write would fail the same way."""
         lost = getattr(e, "lost_records", default)
-        with self._lock:
-            self.dropped += lost
-            self._dropped_reported += lost
+        self.reported += lost  # under _drain_lock, as every write of it
+        self._owner.lost(lost)
         self._fail(e)
 
     def _upload(self, force: bool) -> None:
         """Send what the event files buffer and is due (all of it when ``force``): a remote
         run's parts; a local file buffers nothing."""
         now = time.monotonic()
-        for f in self._files.values():
+        for f in self.files.values():
             if force or f.due(now):
                 try:
                     f.upload()
@@ -286,7 +299,7 @@ class Worker:
                     self._lost(e, 0)
 
     def _fsync_all(self) -> None:
-        for f in self._files.values():
+        for f in self.files.values():
             f.sync()
 
     def unwritten(self) -> Dict[str, int]:
@@ -314,14 +327,14 @@ class Worker:
             out[key] = out.get(key, 0) + 1
         for run, records in list(self._pending.items()):
             out[where(run)] = out.get(where(run), 0) + len(records)
-        for run, f in list(self._files.items()):
+        for run, f in list(self.files.items()):
             n = f.pending_records()
             if n:
                 out[where(run)] = out.get(where(run), 0) + n
         return out
 
     def _close_files(self) -> None:
-        for f in self._files.values():
+        for f in self.files.values():
             try:
                 f.close()
             except OSError as e:
