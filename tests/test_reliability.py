@@ -14,6 +14,7 @@ import pytest
 import readback
 from gluon_tb import SummaryWriter
 from gluon_tb.writer._io.local_output import LocalOutput
+from gluon_tb.writer._io.memory_output import MemoryOutput
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -142,14 +143,17 @@ class FailingWrite:
 
 class WriterOn(SummaryWriter):
     """A ``SummaryWriter`` whose local output writes event records through ``records`` and
-    whole files through ``files`` (``os.write`` by default): the disk as the test makes it."""
+    whole files through ``files`` (``os.write`` by default): the disk as the test makes it.
+    Or, given ``output`` (a ``MemoryOutput``, say), one that writes there."""
 
-    def __init__(self, logdir, records=os.write, files=os.write, **kwargs):
-        self._writes = records, files
+    def __init__(self, logdir, records=os.write, files=os.write, output=None, **kwargs):
+        self._writes = records, files, output
         super().__init__(logdir, **kwargs)
 
     def _open_output(self, logdir, remote, suffix, look_for_others):
-        records, files = self._writes
+        records, files, output = self._writes
+        if output is not None:
+            return output
         return LocalOutput(logdir, suffix, look_for_others, record_write=records, file_write=files)
 
 
@@ -238,11 +242,11 @@ def test_a_writer_freed_on_its_own_writer_thread_finishes_without_deadlock(tmp_p
 
 
 def test_injected_error_is_raised_by_the_next_add_call(tmp_path):
-    disk = FailingWrite()
-    w = WriterOn(tmp_path, records=disk)
+    out = MemoryOutput()
+    w = WriterOn(tmp_path, output=out)
     w.add_scalar("s", 0.0, 0)
     w.flush()
-    disk.fail(errno.EIO)
+    out.fail(errno.EIO)
     w.add_scalar("s", 1.0, 1)
     w._p.flush()  # let the worker meet the fault without reporting it (the writer's flush() would)
     with pytest.raises(OSError):
