@@ -26,6 +26,7 @@ class Sink:
 
     def __init__(self, output: Output, pending: Optional[Dict[Optional[str], List[bytes]]] = None) -> None:
         self.output = output
+        self.logdir = output.logdir  # the log directory as given (a path or a URL)
         self._pending: Dict[Optional[str], List[bytes]] = {} if pending is None else pending
 
     def write_event(self, event: bytes, run: Optional[str] = None) -> None:

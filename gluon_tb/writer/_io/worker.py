@@ -3,8 +3,9 @@
 One thread (started by :class:`~.pipeline.Pipeline`) wakes every ``flush_secs / 2``
 or when enough has queued, takes everything queued in batches, turns scalars
 into event records in one flat loop, runs the builders and actions of other
-items (``items.py``), and writes each run's records with one ``os.write`` (or
-buffers them in a remote part). It and the catch-up thread (below), one at a time
+items (``items.py``), and writes each run's records, in one write, to the event file
+that its :class:`~.output.Output` opened for the run (a local file: one ``os.write``; a
+remote run: a buffered part). It and the catch-up thread (below), one at a time
 under ``_drain_lock``, are the only threads that touch the event files, ``_pending``
 and the projector state. It meets a flush marker (a
 :class:`~.items.Sync`) by writing what came before and setting the marker's
