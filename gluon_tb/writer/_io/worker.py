@@ -59,7 +59,8 @@ class Owner(Protocol):
     dropped: int  # refused and lost items, as ``gluon_tb/dropped_events`` reports them
 
     def drained(self) -> None:
-        """The queue was seen empty: producers look at the bound again after the first check."""
+        """The worker drained the queue (or stepped aside for the catch-up thread): producers
+        look at the bound again from the first check on (``Pipeline._first_check``)."""
 
     def freed(self, nbytes: int) -> None:
         """The worker is done with ``nbytes`` of queued payloads: room for waiting producers."""
@@ -93,7 +94,7 @@ class Worker:
         self.nice = nice
         self.reported = reported
         self.files: Dict[Optional[str], EventOutput] = {}  # by run
-        self._pending: Dict[Optional[str], List[bytes]] = {}  # framed records by run, not yet written
+        self._pending: Dict[Optional[str], List[bytes]] = {}  # event records by run, not yet framed and written
         self._drain_lock = threading.Lock()  # held by whichever of the two threads is writing
         self._yield = False  # the catch-up thread asks the worker to step aside
         self._in_flight = False  # a batch is taken from the queue and not yet written
