@@ -3,7 +3,7 @@
     benchmarks/.venv/bin/python benchmarks/profile_gluon_tb.py scalar [n=200000]
     benchmarks/.venv/bin/python benchmarks/profile_gluon_tb.py mlp [batches=200]
 
-The worker thread's ``Pipeline._run`` is wrapped (in this process only) so that it runs under
+The worker thread's ``Worker.run`` is wrapped (in this process only) so that it runs under
 its own profiler; both profiles are printed, sorted by internal time. For a sampling view of
 every thread (MXNet's engine included): ``py-spy record -o out.svg -- python _worker.py ...``.
 """
@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gluon_tb.writer._io import worker as _io_worker  # noqa: E402
 
 _worker_prof = cProfile.Profile()
-_orig_run = _io_worker.Worker._run  # the writer thread's loop
+_orig_run = _io_worker.Worker.run  # the writer thread's loop
 
 
 def _profiled_run(self):  # type: ignore[no-untyped-def]
@@ -31,7 +31,7 @@ def _profiled_run(self):  # type: ignore[no-untyped-def]
         _worker_prof.disable()
 
 
-_io_worker.Worker._run = _profiled_run
+_io_worker.Worker.run = _profiled_run
 
 
 def main() -> None:

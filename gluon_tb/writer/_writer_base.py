@@ -19,7 +19,8 @@ from ._common.checks import MAX_TAG_LEN, as_float, check_step, check_tag, check_
 from ._format import proto as _proto
 from ._io import lifecycle as _lifecycle
 from ._io.items import Action, Summary, payload_nbytes
-from ._io.logdir import check_run_name, make_logdir
+from ._io.logdir import check_run_name
+from ._io.output import Output, open_output
 from ._io.pipeline import DEFAULT_MAX_QUEUE_BYTES, DEFAULT_WORKER_NICE, Pipeline, WriterClosedError
 from ._io.remote_options import RemoteOptions, remote_options
 from ._summaries.copy_buffers import POOL_BYTES, BufferPool
@@ -49,16 +50,16 @@ class WriterBase:
             max_queue_bytes = DEFAULT_MAX_QUEUE_BYTES
         remote = remote_options(logdir, storage_options, remote)
         self._logdir = logdir
-        self._p = Pipeline(logdir, flush_secs=float(flush_secs), filename_suffix=filename_suffix or "",
-                           max_queue_bytes=max_queue_bytes, wake_items=max_queue, on_full=on_full,
-                           remote=remote, nice=worker_nice, look_for_others=purge_step is None)
+        # look_for_others: a resumed run (purge_step) appends to its earlier files on purpose
+        output = self._open_output(logdir, remote, filename_suffix or "", purge_step is None)
+        self._p = Pipeline(output, flush_secs=float(flush_secs), max_queue_bytes=max_queue_bytes,
+                           wake_items=max_queue, on_full=on_full, nice=worker_nice)
         # histogram and image copies, reused once written: the bound of the idle ones
         self._pool = BufferPool(min(max_queue_bytes, POOL_BYTES))
         self._closed = False
         self._close_lock = threading.Lock()
         self._projector: List[Any] = []  # embeddings of this run, touched by the worker only
-        if not self._p.is_remote:
-            make_logdir(self._p.logdir)
+        output.make_logdir()
         _lifecycle.register(self, remote=self._p.is_remote)
         if purge_step is not None:
             # TensorBoard purges at a SessionLog.START only when it has seen an earlier START
@@ -71,6 +72,12 @@ class WriterBase:
                 sink.write_event(ev)
 
             self._p.put(Action(purge, 0))
+
+    def _open_output(self, logdir: str, remote: Optional[RemoteOptions], suffix: str,
+                     look_for_others: bool) -> Output:
+        """Where the worker writes (``_io/output.py``): a local directory or an object store.
+        Tests override it in a subclass to hand in a failing or in-memory output."""
+        return open_output(logdir, remote, suffix, look_for_others)
 
     # ------------------------------------------------------------ basics
     @property

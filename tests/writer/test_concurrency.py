@@ -102,9 +102,10 @@ def _scalar(step):
 @pytest.mark.parametrize("on_full", ["block", "drop"])
 def test_an_item_queued_ahead_of_close_is_written_and_one_after_it_refused(tmp_path, on_full):
     """The two ways a producer that sees ``closed`` after queueing can end, made deterministic."""
+    from gluon_tb.writer._io.output import open_output
     from gluon_tb.writer._io.pipeline import Pipeline
 
-    p = Pipeline(str(tmp_path), on_full=on_full)
+    p = Pipeline(open_output(str(tmp_path)), on_full=on_full)
     p.put_scalar(_scalar(0))
     ahead, after = _scalar(1), _scalar(2)
     p._q.append(ahead)  # queued, then close() ran before the producer looked at `closed`

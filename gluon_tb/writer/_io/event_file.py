@@ -13,14 +13,13 @@ import os
 import socket
 import threading
 import time
-from typing import Optional
+from typing import Any, Callable, Optional
 
 from .._format import proto as _proto
 from .._format.record import frame
 from . import neighbours as _neighbours
 
 FILE_VERSION = "brain.Event:2"
-_os_write = os.write  # the one syscall every record goes through (tests inject faults here)
 _counter = itertools.count()
 _counter_lock = threading.Lock()
 
@@ -58,6 +57,10 @@ def event_file_name(secs: int, n: int, suffix: str = "", width: int = 0) -> str:
 class EventFile:
     """Appends framed records to ``events.out.tfevents.<secs>.<host>.<pid>.<n><suffix>``.
 
+    ``write``: the ``os.write`` every record goes through (tests hand in one that fails as a
+    full disk does). A local file buffers nothing: ``due``, ``upload`` and
+    ``pending_records`` are those of :class:`~.output.EventOutput` with nothing to send.
+
     Example::
 
         f = EventFile("logs/train")
@@ -65,7 +68,8 @@ class EventFile:
         f.close()
     """
 
-    def __init__(self, directory: str, filename_suffix: str = "", look_for_others: bool = False) -> None:
+    def __init__(self, directory: str, filename_suffix: str = "", look_for_others: bool = False,
+                 write: Callable[[int, Any], int] = os.write) -> None:
         self.directory = directory
         self.suffix = filename_suffix
         self.path: Optional[str] = None
@@ -73,6 +77,7 @@ class EventFile:
         self._size = 0
         self._look = look_for_others  # warn when another writer appends here (neighbours.py)
         self._key: Optional[str] = None
+        self._os_write = write
 
     # -- opening ---------------------------------------------------------------
     def _open(self) -> None:
@@ -142,9 +147,10 @@ class EventFile:
             raise ValueError("I/O operation on a closed event file")
         view = memoryview(data)
         start = self._size
+        write = self._os_write
         try:
             while view:
-                n = _os_write(fd, view)
+                n = write(fd, view)
                 view = view[n:]
         except OSError:
             try:  # drop the partial record so later appends stay readable
@@ -158,6 +164,19 @@ class EventFile:
         """Ask the OS to put the file on stable storage (``fsync``)."""
         if self._fd is not None:
             os.fsync(self._fd)
+
+    def due(self, now: float) -> bool:
+        return False
+
+    def upload(self) -> None:
+        """Nothing to send: every write reached the OS."""
+
+    def pending_records(self) -> int:
+        return 0
+
+    def discard(self) -> None:
+        """In a forked child: close the child's copy of the file (the parent goes on with its own)."""
+        self.close()
 
     def close(self) -> None:
         fd, self._fd = self._fd, None

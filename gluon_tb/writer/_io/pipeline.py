@@ -17,67 +17,31 @@ Errors of the worker (an OSError from a full disk, a builder that failed) are
 kept and raised on the producer's next call, ``flush()`` or ``close()`` — once,
 after which the writer carries on.
 
-A URL as ``logdir`` (``s3://...``) writes to a :class:`~.remote.Store` instead:
-:class:`~.remote.RemoteEventFile` parts, uploaded when due, on ``flush()`` and
-on ``close()`` (see ``remote.py`` for why parts).
+Where the records go is the :class:`~.output.Output` the pipeline is handed: a local
+directory, or for a URL ``logdir`` (``s3://...``) an object store written in parts,
+uploaded when due, on ``flush()`` and on ``close()`` (``remote.py`` says why parts).
 
 The items on the queue are described in ``items.py``.
 """
 from __future__ import annotations
 
 import collections
-import os
+import logging
 import threading
 import time
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, Optional, Union
 
 from .items import Action, ScalarItem, Summary, Sync
-from .._common.checks import is_remote
 from .._common.threads import BACKGROUND_NICE
-from .logdir import local_path
-from .remote import RemoteEventFile, RemoteWriteError, Store
-from .remote_options import RemoteOptions
+from .output import Output
+from .queue_bound import DEFAULT_MAX_QUEUE_BYTES, SCALAR_BOUND, SCALAR_COST
 from .worker import Worker
+
+log = logging.getLogger("gluon_tb")
 
 __all__ = ["Pipeline", "WriterClosedError", "DEFAULT_MAX_QUEUE_BYTES", "DEFAULT_WORKER_NICE",
            "SCALAR_COST", "SCALAR_BOUND"]
 
-# bytes one queued scalar costs: its tuple, floats, int and deque slot (tracemalloc: 168 for
-# today's 5-field tuple; kept at the 176 of the former 6-field one, so the bound stays as it was)
-SCALAR_COST = 176
-# scalars alone never hold more of the queue than this: a backlog of scalars only delays them,
-# while a bound that large arrays fit in lets a caller hand over several without waiting
-SCALAR_BOUND = 64 << 20
-
-
-CGROUP_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
-
-
-def memory_limit() -> int:
-    """The bytes of memory this process may use: the machine's, or its cgroup's limit where
-    lower (a container); 0 when unknown."""
-    try:
-        limit = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, ValueError, OSError):
-        limit = 0
-    for path in CGROUP_LIMITS:
-        try:
-            with open(path) as f:
-                text = f.read().strip()
-        except OSError:
-            continue
-        if text.isdigit() and (limit == 0 or 0 < int(text) < limit):
-            limit = int(text)
-    return limit
-
-
-def default_max_queue_bytes() -> int:
-    """``max_queue_bytes`` when none is given: 1/32 of :func:`memory_limit`, at least 64 MiB
-    and at most 1 GiB."""
-    return min(1 << 30, max(64 << 20, memory_limit() // 32))
-
-
-DEFAULT_MAX_QUEUE_BYTES = default_max_queue_bytes()
 DEFAULT_WORKER_NICE = BACKGROUND_NICE
 
 
@@ -85,12 +49,14 @@ class WriterClosedError(RuntimeError):
     """Raised when a closed writer is used."""
 
 
-class Pipeline(Worker):
-    """Queue + worker + one :class:`~.event_file.EventFile` per run directory.
+class Pipeline:
+    """Queue + worker, writing one event file per run to ``output``.
 
-    ``remote`` (a :class:`~.remote_options.RemoteOptions`) tunes how a URL ``logdir`` is
-    written; it is ignored for a local one. ``look_for_others``: warn when another writer
-    appends to one of its run directories (``neighbours.py``); False for a resumed run.
+    Example::
+
+        p = Pipeline(open_output("logs/train"), flush_secs=2.0)
+        p.put_scalar((None, "loss", 0.5, 1, time.time()))
+        p.close()
     """
 
     def __new__(cls, *args: Any, on_full: str = "block", **kwargs: Any) -> "Pipeline":
@@ -98,18 +64,12 @@ class Pipeline(Worker):
             cls = DropPipeline  # its own put_scalar, still looked up on the class: the fast call
         return super().__new__(cls)
 
-    def __init__(self, logdir: str, *, flush_secs: float = 2.0, filename_suffix: str = "",
+    def __init__(self, output: Output, *, flush_secs: float = 2.0,
                  max_queue_bytes: int = DEFAULT_MAX_QUEUE_BYTES, wake_items: int = 4096,
-                 on_full: str = "block", remote: Optional[RemoteOptions] = None,
-                 nice: Optional[int] = DEFAULT_WORKER_NICE, look_for_others: bool = True) -> None:
-        self._store: Optional[Store] = None
-        if is_remote(logdir):
-            self._store = Store(logdir, remote)
-        else:
-            logdir = local_path(logdir)
-        self.logdir = logdir
+                 on_full: str = "block", nice: Optional[int] = DEFAULT_WORKER_NICE) -> None:
+        self._output = output
+        self.logdir = output.logdir
         self.flush_secs = flush_secs
-        self.suffix = filename_suffix
         self.max_queue_bytes = max_queue_bytes
         self._scalar_bound = bound = min(max_queue_bytes, SCALAR_BOUND)
         self.on_full = on_full
@@ -120,19 +80,15 @@ class Pipeline(Worker):
         # the first look: wake_items queued, or as many scalars as the bound holds if fewer
         self._first_check = min(wake_items, max(1, bound // SCALAR_COST))
         self.nice = nice
-        self.look_for_others = look_for_others  # warn when another writer appends to a run (neighbours.py)
-        self._files: Dict[Optional[str], Any] = {}  # EventFile or RemoteEventFile by run
-        self._pending: Dict[Optional[str], List[bytes]] = {}
         self.dropped = 0
-        self._dropped_reported = 0
         self.closed = False
         self.abandoned = False  # close() gave up waiting for a stuck worker (give_up)
-        self._reset_runtime()
+        self._reset_runtime(reported=0)
         # the worker starts now, not at the first call: starting a thread waits until it runs,
         # ~1-2 ms that would otherwise land on the training thread's first add_*
         self._start()
 
-    def _reset_runtime(self) -> None:
+    def _reset_runtime(self, reported: int) -> None:
         self._q: collections.deque = collections.deque()
         self._wake = threading.Event()
         self._space = threading.Condition(threading.Lock())
@@ -144,13 +100,11 @@ class Pipeline(Worker):
         self._check_at = 0  # queue length at which a scalar next takes the slow path (0: every one)
         self._thread: Optional[threading.Thread] = None
         self._catcher: Optional[threading.Thread] = None  # the catch-up thread (worker.py)
-        self._drain_lock = threading.Lock()  # held by whichever of the two is writing
-        self._yield = False  # the catch-up thread asks the worker to step aside
-        self._in_flight = False  # a batch is taken from the queue and not yet written
-        self._written_upto = time.monotonic()  # everything accepted before this is written
-        self.caught_up = 0  # times the catch-up thread wrote in the worker's place
         self._start_lock = threading.RLock()  # re-entrant for the same reason
         self.error: Optional[BaseException] = None
+        # new event files too: after a fork the child never writes the parent's
+        self._worker = Worker(self._q, self._wake, self._finished, self._output, self,
+                              self.flush_secs, self.nice, reported)
 
     # ------------------------------------------------------------ producer side
     # Several threads may call every producer method at once. The rules that make that safe:
@@ -268,16 +222,17 @@ class Pipeline(Worker):
 
     @property
     def is_remote(self) -> bool:
-        """The log directory is a URL, written to a :class:`~.remote.Store`."""
-        return self._store is not None
+        """The log directory is a URL, written to an object store."""
+        return self._output.remote
 
     def _start(self, even_closed: bool = False) -> None:
         with self._start_lock:
             if self._thread is None and (even_closed or not self.closed):
-                t = threading.Thread(target=self._run, name="gluon_tb-writer", daemon=True)
+                t = threading.Thread(target=self._worker.run, name="gluon_tb-writer", daemon=True)
                 t.start()
                 self._thread = t
-                c = threading.Thread(target=self._catch_up, name="gluon_tb-writer-catch-up", daemon=True)
+                c = threading.Thread(target=self._worker.catch_up, name="gluon_tb-writer-catch-up",
+                                     daemon=True)
                 c.start()
                 self._catcher = c
 
@@ -332,24 +287,21 @@ class Pipeline(Worker):
     def close_timeout(self) -> Optional[float]:
         """The most seconds ``close()`` waits by default: ``RemoteOptions.close_timeout`` for a
         URL log directory; None (until everything is written) for a local one."""
-        return self._store.options.close_timeout if self._store is not None else None
+        return self._output.close_timeout
 
     def give_up(self, waited: float) -> OSError:
         """``close()`` waited ``waited`` seconds and the worker is still busy (a store that does
         not answer): stop the store's requests and return the error naming what is lost."""
-        lost = self.unwritten()
-        if self._store is not None:
-            self._store.abandon()
+        lost = self._worker.unwritten()
+        self._output.abandon()
         with self._lock:
             self.abandoned = True
             self.dropped += sum(lost.values())
         what = ", ".join(f"{n} {'whole files or graphs' if k == 'files' else 'events of ' + k}"
                          for k, n in sorted(lost.items())) or "what the writer thread was writing"
-        msg = (f"gluon_tb: the writer of {self._store.url if self._store is not None else self.logdir} "
+        msg = (f"gluon_tb: the writer of {self._output.location} "
                f"was still writing {waited:g} s after close(): {what} not written and given up on")
-        if self._store is None:
-            return TimeoutError(msg)
-        return RemoteWriteError(msg, sum(lost.values()))
+        return self._output.given_up(msg, sum(lost.values()))
 
     def take_error(self) -> Optional[BaseException]:
         """The error the worker met (raised once: it is forgotten here), or None."""
@@ -362,19 +314,36 @@ class Pipeline(Worker):
     def reopened(self) -> "Pipeline":
         """A new pipeline with this one's settings, for a writer reopened after ``close()``:
         new event files and a new worker; ``dropped_events`` counts on from this one's."""
-        new = Pipeline(self.logdir, flush_secs=self.flush_secs, filename_suffix=self.suffix,
+        new = Pipeline(self._output.reopened(), flush_secs=self.flush_secs,
                        max_queue_bytes=self.max_queue_bytes, wake_items=self._wake_items,
-                       on_full=self.on_full, nice=self.nice, look_for_others=self.look_for_others,
-                       remote=self._store.options if self._store is not None else None)
-        new.dropped = new._dropped_reported = self.dropped
+                       on_full=self.on_full, nice=self.nice)
+        new.dropped = new._worker.reported = self.dropped
         return new
+
+    # ------------------------------------------------------------ what the worker reports (worker.Owner)
+    def drained(self) -> None:
+        with self._lock:
+            if not self.closed:  # look again once this many queue
+                self._check_at = self._first_check
+
+    def freed(self, nbytes: int) -> None:
+        with self._space:
+            self._big_bytes -= nbytes
+            self._space.notify_all()
+
+    def failed(self, e: BaseException) -> None:
+        with self._lock:
+            if self.error is None:
+                self.error = e
+        log.debug("gluon_tb writer error: %r", e)
+
+    def lost(self, n: int) -> None:
+        with self._lock:
+            self.dropped += n
 
     # ------------------------------------------------------------ lifecycle
     def event_paths(self) -> Dict[Optional[str], str]:
-        if self._store is not None:
-            raise NotImplementedError(f"reading event files back needs a local logdir, "
-                                      f"got {self.logdir!r}")
-        return {run: f.path for run, f in list(self._files.items()) if f.path}
+        return self._output.event_paths(self._worker.files)
 
     def after_fork_in_child(self) -> None:
         """In a forked child: forget the parent's queue, thread and files.
@@ -382,17 +351,12 @@ class Pipeline(Worker):
         The child's own later calls start a new worker and new event files
         (named with the child's pid), so parent and child never share a file.
         """
-        for f in self._files.values():
+        for f in self._worker.files.values():
             try:
-                if isinstance(f, RemoteEventFile):
-                    f.discard()  # the parent uploads these, not the child
-                else:
-                    f.close()
+                f.discard()  # the parent writes these, not the child
             except OSError:
                 pass
-        self._files = {}
-        self._pending = {}
-        self._reset_runtime()
+        self._reset_runtime(self._worker.reported)
 
 
 class DropPipeline(Pipeline):

@@ -3,8 +3,9 @@
 One thread (started by :class:`~.pipeline.Pipeline`) wakes every ``flush_secs / 2``
 or when enough has queued, takes everything queued in batches, turns scalars
 into event records in one flat loop, runs the builders and actions of other
-items (``items.py``), and writes each run's records with one ``os.write`` (or
-buffers them in a remote part). It and the catch-up thread (below), one at a time
+items (``items.py``), and writes each run's records, in one write, to the event file
+that its :class:`~.output.Output` opened for the run (a local file: one ``os.write``; a
+remote run: a buffered part). It and the catch-up thread (below), one at a time
 under ``_drain_lock``, are the only threads that touch the event files, ``_pending``
 and the projector state. It meets a flush marker (a
 :class:`~.items.Sync`) by writing what came before and setting the marker's
@@ -32,18 +33,16 @@ one thread at a time touches the files, ``_pending`` and the projector state, in
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Deque, Dict, List, Optional, Protocol
 
 from .._common.arrays import host_float
 from .._common.threads import batch_scheduling, niced_kernels
 from .._format import proto as _proto
 from .._format.record import frame_many
-from .event_file import EventFile
 from .items import Action, ScalarItem, Summary
-from .remote import RemoteEventFile, Store
+from .output import EventOutput, Output
 from .sink import Sink
 
 log = logging.getLogger("gluon_tb")
@@ -53,36 +52,57 @@ DROPPED_TAG = "gluon_tb/dropped_events"
 _prefixes: Dict[str, bytes] = {}  # tag -> constant part of its scalar events
 
 
+class Owner(Protocol):
+    """What the worker reports to the producer side (:class:`~.pipeline.Pipeline`), which
+    owns the queue's bound, the drop count and the error kept for the producer's next call."""
+
+    dropped: int  # refused and lost items, as ``gluon_tb/dropped_events`` reports them
+
+    def drained(self) -> None:
+        """The worker drained the queue (or stepped aside for the catch-up thread): producers
+        look at the bound again from the first check on (``Pipeline._first_check``)."""
+
+    def freed(self, nbytes: int) -> None:
+        """The worker is done with ``nbytes`` of queued payloads: room for waiting producers."""
+
+    def failed(self, e: BaseException) -> None:
+        """Keep ``e`` (the first one) for the producer's next call."""
+
+    def lost(self, n: int) -> None:
+        """``n`` records could not be written: count them as dropped."""
+
+
 class Worker:
-    """The worker thread's half of :class:`~.pipeline.Pipeline` (which sets up the state)."""
+    """Drains ``q`` into ``output`` on two threads (see the module docstring); ``owner`` is
+    told what it drained, freed, met and lost.
 
-    _q: Any
-    _wake: threading.Event
-    _space: threading.Condition
-    _lock: Any
-    _finished: threading.Event
-    _check_at: int
-    _first_check: int
-    _drain_lock: Any
-    _yield: bool
-    _in_flight: bool
-    _written_upto: float
-    caught_up: int
-    _big_bytes: int
-    _files: Dict[Optional[str], Any]
-    _pending: Dict[Optional[str], List[bytes]]
-    _store: Optional[Store]
-    logdir: str
-    suffix: str
-    flush_secs: float
-    nice: Optional[int]
-    look_for_others: bool
-    closed: bool
-    dropped: int
-    _dropped_reported: int
-    error: Optional[BaseException]
+    ``wake`` is set by producers when there is work, ``finished`` set here once nothing
+    more is taken from the queue; ``reported``: the drops ``gluon_tb/dropped_events``
+    already counts. :class:`~.pipeline.Pipeline` makes one and runs :meth:`run` and
+    :meth:`catch_up` on threads of their own.
+    """
 
-    def _run(self) -> None:
+    def __init__(self, q: Deque[Any], wake: threading.Event, finished: threading.Event,
+                 output: Output, owner: Owner, flush_secs: float, nice: Optional[int],
+                 reported: int = 0) -> None:
+        self._q = q
+        self._wake = wake
+        self._finished = finished
+        self._output = output
+        self._owner = owner
+        self.flush_secs = flush_secs
+        self.nice = nice
+        self.reported = reported
+        self.files: Dict[Optional[str], EventOutput] = {}  # by run
+        self._pending: Dict[Optional[str], List[bytes]] = {}  # event records by run, not yet framed and written
+        self._drain_lock = threading.Lock()  # held by whichever of the two threads is writing
+        self._yield = False  # the catch-up thread asks the worker to step aside
+        self._in_flight = False  # a batch is taken from the queue and not yet written
+        self._written_upto = time.monotonic()  # everything accepted before this is written
+        self.caught_up = 0  # times the catch-up thread wrote in the worker's place
+
+    def run(self) -> None:
+        """The worker thread."""
         niced_kernels(self.nice)  # this thread holds the GIL: it stays at normal priority
         if self.nice:
             batch_scheduling()  # but does not preempt training's threads when it wakes
@@ -95,18 +115,15 @@ class Worker:
                         return
                     if self._drain(yielding=True):
                         return
-                    with self._lock:
-                        if not self.closed:  # drained: look again once this many queue
-                            self._check_at = self._first_check
-                    if self._store is not None:
-                        self._upload(force=False)
+                    self._owner.drained()
+                    self._upload(force=False)
         except BaseException as e:  # pragma: no cover - a bug in the worker itself
             self._fail(e)
             log.exception("gluon_tb writer thread died")
         finally:
             self._finished.set()
 
-    def _catch_up(self) -> None:
+    def catch_up(self) -> None:
         """The catch-up thread (normal priority; see the module docstring)."""
         period = self.flush_secs / 8
         clear = time.monotonic()  # everything accepted before this is written
@@ -159,9 +176,7 @@ class Worker:
                     continue
                 if yielding and self._yield:  # step aside: the rest goes back, in order;
                     q.extendleft(reversed(scalars + items[i:]))  # the catch-up thread writes
-                    with self._space:  # what was built (_pending) with what follows
-                        self._big_bytes -= freed
-                        self._space.notify_all()
+                    self._owner.freed(freed)  # what was built (_pending) with what follows
                     self._in_flight = False
                     return False
                 if scalars:
@@ -173,11 +188,10 @@ class Worker:
                 elif kind is Action:
                     freed += item.nbytes
                     self._write_pending()
-                    self._guard(item.fn, Sink(self.logdir, self._store, self._pending))
+                    self._guard(item.fn, Sink(self._output, self._pending))
                 elif not item.stop:  # a flush
                     self._write_pending()
-                    if self._store is not None:
-                        self._upload(force=True)
+                    self._upload(force=True)
                     if item.fsync:
                         self._guard(self._fsync_all)
                     item.done.set()
@@ -195,9 +209,7 @@ class Worker:
                 self._close_files()
                 self._finished.set()
                 stop.done.set()
-            with self._space:
-                self._big_bytes -= freed
-                self._space.notify_all()
+            self._owner.freed(freed)
             if stop is not None:
                 return True
         return False
@@ -209,10 +221,7 @@ class Worker:
             self._fail(e)
 
     def _fail(self, e: BaseException) -> None:
-        with self._lock:
-            if self.error is None:
-                self.error = e
-        log.debug("gluon_tb writer error: %r", e)
+        self._owner.failed(e)
 
     def _scalars(self, items: List[ScalarItem]) -> None:
         """Encode a run of queued scalars (the hot loop: kept flat on purpose)."""
@@ -254,18 +263,18 @@ class Worker:
             _proto.event(item.wall, item.step, summary=_proto.summary(values)))
 
     def _write_pending(self) -> None:
-        n = self.dropped  # read once: producers may count more meanwhile
-        if n != self._dropped_reported:
-            self._dropped_reported = n
+        n = self._owner.dropped  # read once: producers may count more meanwhile
+        if n != self.reported:
+            self.reported = n
             self._pending.setdefault(None, []).append(_proto.scalar_event(
                 time.time(), n, _proto.scalar_prefix(DROPPED_TAG), float(n)))
         if not self._pending:
             return
         pending, self._pending = self._pending, {}
         for run, records in pending.items():
-            f = self._files.get(run)
+            f = self.files.get(run)
             if f is None:
-                f = self._files[run] = self._new_file(run)
+                f = self.files[run] = self._output.event_file(run)
             try:
                 f.write(frame_many(records))
             except Exception as e:
@@ -276,21 +285,15 @@ class Worker:
         says, else ``default``) and keep the error for the producer. The count is not
         logged as ``dropped_events``: that write would fail the same way."""
         lost = getattr(e, "lost_records", default)
-        with self._lock:
-            self.dropped += lost
-            self._dropped_reported += lost
+        self.reported += lost  # under _drain_lock, as every write of it
+        self._owner.lost(lost)
         self._fail(e)
 
-    def _new_file(self, run: Optional[str]) -> Any:
-        if self._store is not None:
-            return RemoteEventFile(self._store, run, self.suffix)
-        return EventFile(self.logdir if run is None else os.path.join(self.logdir, run), self.suffix,
-                         look_for_others=self.look_for_others)
-
     def _upload(self, force: bool) -> None:
-        """Remote runs: upload the parts that are due (all of them when ``force``)."""
+        """Send what the event files buffer and is due (all of it when ``force``): a remote
+        run's parts; a local file buffers nothing."""
         now = time.monotonic()
-        for f in self._files.values():
+        for f in self.files.values():
             if force or f.due(now):
                 try:
                     f.upload()
@@ -298,7 +301,7 @@ class Worker:
                     self._lost(e, 0)
 
     def _fsync_all(self) -> None:
-        for f in self._files.values():
+        for f in self.files.values():
             f.sync()
 
     def unwritten(self) -> Dict[str, int]:
@@ -308,8 +311,9 @@ class Worker:
         framed and, for a remote run, buffered for its next part."""
         out: Dict[str, int] = {}
 
+        base = self._output.location
+
         def where(run: Optional[str]) -> str:
-            base = self._store.url if self._store is not None else self.logdir
             return base if run is None else f"{base.rstrip('/')}/{run}"
 
         for item in list(self._q):
@@ -325,14 +329,14 @@ class Worker:
             out[key] = out.get(key, 0) + 1
         for run, records in list(self._pending.items()):
             out[where(run)] = out.get(where(run), 0) + len(records)
-        for run, f in list(self._files.items()):
-            n = f.pending_records() if isinstance(f, RemoteEventFile) else 0
+        for run, f in list(self.files.items()):
+            n = f.pending_records()
             if n:
                 out[where(run)] = out.get(where(run), 0) + n
         return out
 
     def _close_files(self) -> None:
-        for f in self._files.values():
+        for f in self.files.values():
             try:
                 f.close()
             except OSError as e:

@@ -8,7 +8,7 @@ import pytest
 import readback
 from gluon_tb import SummaryWriter
 from gluon_tb.writer import DEFAULT_MAX_QUEUE_BYTES
-from gluon_tb.writer._io import pipeline
+from gluon_tb.writer._io import pipeline, queue_bound
 from gluon_tb.writer._summaries import histogram
 
 MiB, GiB = 1 << 20, 1 << 30
@@ -17,8 +17,8 @@ MiB, GiB = 1 << 20, 1 << 30
 @pytest.mark.parametrize("memory, bound", [(0, 64 * MiB), (1 * GiB, 64 * MiB), (8 * GiB, 256 * MiB),
                                            (128 * GiB, 1 * GiB)])
 def test_the_default_bound_is_a_share_of_memory_within_limits(monkeypatch, memory, bound):
-    monkeypatch.setattr(pipeline, "memory_limit", lambda: memory)
-    assert pipeline.default_max_queue_bytes() == bound
+    monkeypatch.setattr(queue_bound, "memory_limit", lambda: memory)
+    assert queue_bound.default_max_queue_bytes() == bound
 
 
 def test_a_container_limit_below_the_machine_is_the_memory(tmp_path, monkeypatch):
@@ -26,10 +26,10 @@ def test_a_container_limit_below_the_machine_is_the_memory(tmp_path, monkeypatch
     limit.write_text("2147483648\n")
     unlimited = tmp_path / "v1"
     unlimited.write_text("max\n")
-    monkeypatch.setattr(pipeline, "CGROUP_LIMITS", (str(unlimited), str(limit)))
-    assert pipeline.memory_limit() == 2 * GiB
-    monkeypatch.setattr(pipeline, "CGROUP_LIMITS", (str(unlimited),))
-    machine = pipeline.memory_limit()
+    monkeypatch.setattr(queue_bound, "CGROUP_LIMITS", (str(unlimited), str(limit)))
+    assert queue_bound.memory_limit() == 2 * GiB
+    monkeypatch.setattr(queue_bound, "CGROUP_LIMITS", (str(unlimited),))
+    machine = queue_bound.memory_limit()
     assert machine > 2 * GiB  # the machine's memory: "max" is no limit
     assert 64 * MiB <= DEFAULT_MAX_QUEUE_BYTES <= GiB
 

@@ -13,7 +13,8 @@ import pytest
 
 import readback
 from gluon_tb import SummaryWriter
-from gluon_tb.writer._io import event_file as _event_file
+from gluon_tb.writer._io.local_output import LocalOutput
+from gluon_tb.writer._io.memory_output import MemoryOutput
 
 from repo_paths import ROOT  # noqa: E402
 
@@ -117,32 +118,53 @@ def test_sigterm_handler_of_the_user_is_left_alone(tmp_path):
 
 
 # ---------------------------------------------------------------- file system faults
-def _fail_writes(monkeypatch, err_no, after=0, where=None):
-    """Write number ``after + 1`` of ``where``'s ``_os_write`` (the event files' by default) and
-    every later one write half their buffer, then fail as a filling disk does."""
-    where = where or _event_file
-    calls = {"n": 0}
-    real = where._os_write
+class FailingWrite:
+    """``os.write`` until :meth:`fail`: then write number ``after + 1`` and every later one
+    write half their buffer and fail with ``err_no``, as a filling disk does, until :meth:`heal`."""
 
-    def fake(fd, data):
-        calls["n"] += 1
-        if calls["n"] > after:
-            # write part of the buffer first, as a disk filling up does, then fail
-            real(fd, bytes(data[: len(data) // 2]))
-            raise OSError(err_no, os.strerror(err_no))
-        return real(fd, data)
+    def __init__(self):
+        self.err_no, self.after, self.calls = None, 0, 0
 
-    monkeypatch.setattr(where, "_os_write", fake)
-    return lambda: monkeypatch.setattr(where, "_os_write", real)
+    def fail(self, err_no, after=0):
+        self.err_no, self.after, self.calls = err_no, after, 0
+        return self.heal
+
+    def heal(self):
+        self.err_no = None
+
+    def __call__(self, fd, data):
+        if self.err_no is not None:
+            self.calls += 1
+            if self.calls > self.after:
+                os.write(fd, bytes(data[: len(data) // 2]))
+                raise OSError(self.err_no, os.strerror(self.err_no))
+        return os.write(fd, data)
+
+
+class WriterOn(SummaryWriter):
+    """A ``SummaryWriter`` whose local output writes event records through ``records`` and
+    whole files through ``files`` (``os.write`` by default): the disk as the test makes it.
+    Or, given ``output`` (a ``MemoryOutput``, say), one that writes there."""
+
+    def __init__(self, logdir, records=os.write, files=os.write, output=None, **kwargs):
+        self._writes = records, files, output
+        super().__init__(logdir, **kwargs)
+
+    def _open_output(self, logdir, remote, suffix, look_for_others):
+        records, files, output = self._writes
+        if output is not None:
+            return output
+        return LocalOutput(logdir, suffix, look_for_others, record_write=records, file_write=files)
 
 
 @pytest.mark.parametrize("err_no", [errno.ENOSPC, errno.EIO])
-def test_injected_write_error_reaches_the_user_and_nothing_before_is_lost(tmp_path, monkeypatch, err_no):
-    w = SummaryWriter(tmp_path)
+def test_injected_write_error_reaches_the_user_and_nothing_before_is_lost(tmp_path, err_no):
+    disk = FailingWrite()
+    w = WriterOn(tmp_path, records=disk)
     for i in range(100):
         w.add_scalar("s", float(i), i)
     w.flush()
-    heal = _fail_writes(monkeypatch, err_no)
+    heal = disk.fail(err_no)
     for i in range(100, 200):
         w.add_scalar("s", float(i), i)
     with pytest.raises(OSError) as exc:
@@ -156,12 +178,13 @@ def test_injected_write_error_reaches_the_user_and_nothing_before_is_lost(tmp_pa
         readback.raw_events(path)  # strict: no torn record anywhere
 
 
-def test_a_full_disk_when_the_file_is_created_leaves_no_file_without_its_first_event(tmp_path, monkeypatch):
+def test_a_full_disk_when_the_file_is_created_leaves_no_file_without_its_first_event(tmp_path):
     """The first write of a new file (its file_version event) fails: no file is kept, and the next
     write starts a new one with that event, so TensorBoard reads it as a new-format file (an old-
     format one is purged whenever a step goes back)."""
-    w = SummaryWriter(tmp_path)
-    heal = _fail_writes(monkeypatch, errno.ENOSPC)
+    disk = FailingWrite()
+    w = WriterOn(tmp_path, records=disk)
+    heal = disk.fail(errno.ENOSPC)
     w.add_scalar("s", 1.0, 1)
     with pytest.raises(OSError) as exc:
         w.flush()
@@ -218,11 +241,12 @@ def test_a_writer_freed_on_its_own_writer_thread_finishes_without_deadlock(tmp_p
     assert [e.step for e in readback.tensor_events(str(tmp_path), ".", "h")] == [0]
 
 
-def test_injected_error_is_raised_by_the_next_add_call(tmp_path, monkeypatch):
-    w = SummaryWriter(tmp_path)
+def test_injected_error_is_raised_by_the_next_add_call(tmp_path):
+    out = MemoryOutput()
+    w = WriterOn(tmp_path, output=out)
     w.add_scalar("s", 0.0, 0)
     w.flush()
-    _fail_writes(monkeypatch, errno.EIO)
+    out.fail(errno.EIO)
     w.add_scalar("s", 1.0, 1)
     w._p.flush()  # let the worker meet the fault without reporting it (the writer's flush() would)
     with pytest.raises(OSError):
@@ -283,17 +307,15 @@ def test_worker_error_from_a_builder_is_raised_once(tmp_path):
 
 
 # ---------------------------------------------------------------- backpressure
-def test_queue_is_bounded_in_bytes_and_the_producer_blocks(tmp_path, monkeypatch):
-    real = _event_file._os_write
+def test_queue_is_bounded_in_bytes_and_the_producer_blocks(tmp_path):
     peak = {"used": 0}
 
     def slow(fd, data):
         time.sleep(0.002)
-        return real(fd, data)
+        return os.write(fd, data)
 
-    monkeypatch.setattr(_event_file, "_os_write", slow)
     limit = 256 << 10
-    w = SummaryWriter(tmp_path, max_queue_bytes=limit, max_queue=64)
+    w = WriterOn(tmp_path, records=slow, max_queue_bytes=limit, max_queue=64)
     arr = np.ones(4096, dtype=np.float32)  # 16 KiB each
     for i in range(300):
         w.add_histogram("h", arr, i)

@@ -23,6 +23,7 @@ from gluon_tb.writer._format.record import frame  # noqa: E402
 from gluon_tb.writer._io import remote as _remote  # noqa: E402
 from gluon_tb.writer._io.event_file import FILE_VERSION  # noqa: E402
 from gluon_tb.writer import RemoteOptions, RemoteWriteError  # noqa: E402
+from gluon_tb.writer._io.remote_output import RemoteOutput  # noqa: E402
 from gluon_tb.writer._io.sink import Sink  # noqa: E402
 
 HEADER = len(frame(_proto.event(time.time(), 0, file_version=FILE_VERSION)))
@@ -233,7 +234,7 @@ def test_buffer_is_bounded_while_the_store_is_down(mem, monkeypatch):
 
 def test_projector_and_other_files_stay_inside_the_remote_logdir(mem):
     fs, root = mem
-    sink = Sink("memory://" + root, _remote.Store("memory://" + root))
+    sink = Sink(RemoteOutput("memory://" + root))
     for bad in ("../evil", "/abs", "a/../../evil", ".."):
         with pytest.raises(ValueError, match="outside the log directory"):
             sink.write_file(bad, b"x")

@@ -11,7 +11,7 @@ from tensorboard.plugins.projector.metadata import PROJECTOR_FILENAME
 
 import readback
 from gluon_tb import SummaryWriter
-from gluon_tb.writer._io import sink as _sink
+from gluon_tb.writer._io import local_output as _local
 from gluon_tb.writer._summaries.projector_files import safe_path_component
 
 
@@ -32,17 +32,19 @@ def embedding(n=10, seed=0):
             rng.random((n, 3, 8, 8)).astype(np.float32))
 
 
-def fail_whole_file_writes(monkeypatch, err_no, after):
-    """The whole-file write number ``after + 1`` (0-based count of os.write calls) writes half
-    its buffer, then fails as a filling disk does."""
-    from test_reliability import _fail_writes
+def writer_failing_whole_files(logdir):
+    """A writer and its whole files' ``os.write``: after ``disk.fail(err_no, after)`` the whole-file
+    write number ``after + 1`` (a count of os.write calls) writes half its buffer, then fails as a
+    filling disk does; the event files are written as usual."""
+    from test_reliability import FailingWrite, WriterOn
 
-    return _fail_writes(monkeypatch, err_no, after, where=_sink)
+    disk = FailingWrite()
+    return WriterOn(str(logdir), files=disk), disk
 
 
-def test_a_failed_embedding_write_leaves_no_temporary_file_and_no_half_step(tmp_path, monkeypatch):
+def test_a_failed_embedding_write_leaves_no_temporary_file_and_no_half_step(tmp_path):
     emb, labels, images = embedding()
-    w = SummaryWriter(str(tmp_path))
+    w, disk = writer_failing_whole_files(tmp_path)
     w.add_embedding("e", emb, labels, images, global_step=1)
     w.flush()
     before = non_event_files(tmp_path)
@@ -50,7 +52,7 @@ def test_a_failed_embedding_write_leaves_no_temporary_file_and_no_half_step(tmp_
     assert before == {f"{d1}/tensors.bytes", f"{d1}/metadata.tsv", f"{d1}/sprite.png", PROJECTOR_FILENAME}
     config_before = (tmp_path / PROJECTOR_FILENAME).read_bytes()
 
-    heal = fail_whole_file_writes(monkeypatch, errno.ENOSPC, after=2)  # tensors, metadata ok; sprite fails
+    heal = disk.fail(errno.ENOSPC, after=2)  # tensors, metadata ok; sprite fails
     w.add_embedding("e", emb, labels, images, global_step=2)
     w.add_scalar("s", 1.0, 1)
     with pytest.raises(OSError) as exc:
@@ -71,9 +73,9 @@ def test_a_failed_embedding_write_leaves_no_temporary_file_and_no_half_step(tmp_
     assert readback.scalars(str(tmp_path), ".", "s") == [(1, 1.0)]
 
 
-def test_a_failed_profile_write_leaves_no_temporary_file(tmp_path, monkeypatch):
-    w = SummaryWriter(str(tmp_path))
-    fail_whole_file_writes(monkeypatch, errno.ENOSPC, after=0)
+def test_a_failed_profile_write_leaves_no_temporary_file(tmp_path):
+    w, disk = writer_failing_whole_files(tmp_path)
+    disk.fail(errno.ENOSPC, after=0)
     w.add_profile({"traceEvents": [{"name": "op", "ph": "X", "ts": 0, "dur": 5, "pid": 0, "tid": 0}]},
                   session="s1", host="box")
     with pytest.raises(OSError):
@@ -111,11 +113,11 @@ def test_a_symlink_planted_at_the_temporary_name_is_never_written_through(tmp_pa
 def test_whole_files_are_created_exclusively_with_mode_0644(tmp_path):
     target = tmp_path / "t"
     target.write_text("x")
-    name = _sink.write_new_file(str(tmp_path / "f"), b"data")
+    name = _local.write_new_file(str(tmp_path / "f"), b"data")
     assert os.stat(name).st_mode & 0o777 == 0o644 & ~_umask()
     os.unlink(name)
     os.symlink(target, name)  # now the first-choice name is a link
-    other = _sink.write_new_file(str(tmp_path / "f"), b"data")
+    other = _local.write_new_file(str(tmp_path / "f"), b"data")
     assert other != name and other.startswith(name + ".")
     assert target.read_text() == "x" and open(other, "rb").read() == b"data"
 

@@ -1,0 +1,164 @@
+"""A local log directory as the worker's :class:`~.output.Output`: event files appended, whole files renamed into place.
+
+Each run's event file is an :class:`~.event_file.EventFile` (one ``os.write`` per drained
+batch, a failed write cut back to the last whole record). Whole files are written under a
+temporary name first, then renamed into place, so a reader never sees half a file. The
+temporary file is created exclusively (``O_CREAT | O_EXCL | O_NOFOLLOW``): never through a
+name that already exists, so a symlink planted at it cannot redirect the write outside the
+log directory. A write that fails (ENOSPC, say) removes its temporary files and the
+directories it made, so a full disk leaves no space taken by half-written files.
+:meth:`LocalOutput.write_files` writes several files as one: all appear, or none (an
+embedding step's tensors, labels, sprite and config).
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import threading
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+
+from .._common.checks import NAME_MAX
+from .event_file import EventFile
+from .logdir import make_logdir
+
+Write = Callable[[int, Any], int]  # os.write's signature: (fd, bytes-like) -> bytes written
+NEW_FILE_FLAGS = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+                  | getattr(os, "O_CLOEXEC", 0))
+NEW_FILE_MODE = 0o644
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _makedirs(directory: str) -> List[str]:
+    """``os.makedirs(directory, exist_ok=True)``; returns the directories it created, deepest last."""
+    missing: List[str] = []
+    d = directory
+    while d and not os.path.isdir(d):
+        missing.append(d)
+        parent = os.path.dirname(d)
+        if parent == d:
+            break
+        d = parent
+    os.makedirs(directory, exist_ok=True)
+    return missing[::-1]
+
+
+def write_new_file(path: str, data: bytes, write: Write = os.write) -> str:
+    """Write ``data`` to a new temporary file beside ``path`` and return its name.
+
+    Its name is ``<path>.tmp.<pid>.<thread id>`` (two writers, one log directory), or
+    ``.tmp.<pid>.<thread id>`` beside it when that would not fit in a file name; if that name
+    exists (a leftover, or a planted symlink), the same with a random part added.
+    On any error the temporary file is removed before the error is raised. ``write``: the
+    ``os.write`` every byte goes through.
+    """
+    base = f"{path}.tmp.{os.getpid()}.{threading.get_ident()}"
+    if len(os.fsencode(os.path.basename(base))) > NAME_MAX - 17:  # no room for the random part
+        base = os.path.join(os.path.dirname(path), f".tmp.{os.getpid()}.{threading.get_ident()}")
+    tmp = base
+    for _ in range(100):
+        try:
+            fd = os.open(tmp, NEW_FILE_FLAGS, NEW_FILE_MODE)
+            break
+        except FileExistsError:
+            tmp = f"{base}.{secrets.token_hex(8)}"
+    else:  # pragma: no cover - 100 random names all taken
+        raise FileExistsError(f"cannot create a temporary file beside {path}")
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[write(fd, view):]
+    except BaseException:
+        os.close(fd)
+        _unlink_quietly(tmp)
+        raise
+    try:
+        os.close(fd)
+    except OSError:
+        _unlink_quietly(tmp)
+        raise
+    return tmp
+
+
+class LocalOutput:
+    """The log directory ``logdir`` on a local file system (see the module docstring).
+
+    ``look_for_others``: warn when another writer appends to one of its runs
+    (``neighbours.py``). ``record_write`` is the ``os.write`` every event record goes
+    through, ``file_write`` the one every byte of a whole file goes through: tests hand in
+    ones that fail or stall, as a full or slow disk does.
+
+    Example::
+
+        out = LocalOutput("logs/train")
+        out.event_file("validation").write(frame_many(records))
+    """
+
+    remote = False
+    close_timeout: Optional[float] = None  # close() waits until everything is written
+
+    def __init__(self, logdir: str, suffix: str = "", look_for_others: bool = False, *,
+                 record_write: Write = os.write, file_write: Write = os.write) -> None:
+        self.logdir = self.location = logdir
+        self.suffix = suffix
+        self.look_for_others = look_for_others
+        self._record_write = record_write
+        self._file_write = file_write
+
+    def make_logdir(self) -> None:
+        """Create the log directory now, as mxboard did (``logdir.make_logdir``)."""
+        make_logdir(self.logdir)
+
+    def event_file(self, run: Optional[str]) -> EventFile:
+        return EventFile(self.logdir if run is None else os.path.join(self.logdir, run), self.suffix,
+                         look_for_others=self.look_for_others, write=self._record_write)
+
+    def event_paths(self, files: Mapping[Optional[str], Any]) -> Dict[Optional[str], str]:
+        return {run: f.path for run, f in list(files.items()) if f.path}  # list(): beside the worker
+
+    def abandon(self) -> None:
+        """Nothing to stop: a local write does not wait on anyone."""
+
+    def given_up(self, message: str, lost: int) -> OSError:
+        return TimeoutError(message)
+
+    def reopened(self) -> "LocalOutput":
+        return LocalOutput(self.logdir, self.suffix, self.look_for_others,
+                           record_write=self._record_write, file_write=self._file_write)
+
+    def write_files(self, files: Mapping[str, bytes]) -> None:
+        """Write every ``{relpath: data}`` under the log directory: all of them, or none.
+
+        Each is written to a temporary file first; only when all are written are they
+        renamed into place. On an error every temporary file, every file this call
+        already renamed into place and every directory it made are removed, and the
+        error is raised.
+        """
+        root = os.path.realpath(self.logdir)
+        staged: List[Tuple[str, str]] = []  # (temporary name, final path)
+        made: List[str] = []
+        placed: List[str] = []
+        try:
+            for rel, data in files.items():
+                path = os.path.realpath(os.path.join(root, rel))
+                if os.path.commonpath([root, path]) != root:
+                    raise ValueError(f"refusing to write outside the log directory: {rel!r}")
+                made += _makedirs(os.path.dirname(path))
+                staged.append((write_new_file(path, data, self._file_write), path))
+            for tmp, path in staged:
+                os.replace(tmp, path)
+                placed.append(path)
+        except BaseException:
+            for tmp, path in staged:
+                _unlink_quietly(path if path in placed else tmp)
+            for d in reversed(made):
+                try:
+                    os.rmdir(d)
+                except OSError:
+                    pass
+            raise
