@@ -110,7 +110,7 @@ class ModuleProfiler(Part):
         if p is None:
             return
         p.batch_end(k)
-        if last_of_epoch:  # the next step starts after the epoch's validation (between_epochs)
+        if last_of_epoch:  # the next step starts after the epoch's validation (between)
             p.drop_step()
         if last_of_fit:
             p.finish(k)

@@ -1,6 +1,6 @@
 """What ``grad_health`` costs the training thread: a handful of MXNet operations per check, not
 a dozen per parameter (each costs it tens of microseconds while the engine is busy). Counted by
-wrapping MXNet's operator call; the values themselves are checked in test_insight.py."""
+wrapping MXNet's operator call; the values themselves are checked in test_grad_health.py."""
 import warnings
 
 import mxnet as mx
