@@ -23,20 +23,13 @@ from __future__ import annotations
 
 from typing import Any, Optional, Tuple
 
-from ...writer._common.checks import check_positive_int
+from .._common.checks import check_positive_int, check_positive_int_or_none
 
 PAD = 2
 
 
 def auto_zoom(h: int, w: int) -> int:
     return max(1, 24 // max(h, w, 1))
-
-
-def _check_int(value: Any, name: str, allow_none: bool = False) -> Optional[int]:
-    """A positive int (``None`` too with ``allow_none``): TypeError for another type, ValueError below 1."""
-    if value is None and allow_none:
-        return None
-    return check_positive_int(value, name)
 
 
 def normalise(x: Any) -> Any:
@@ -69,8 +62,8 @@ def filter_images(weight: Any, *, max_filters: int = 64, zoom: Optional[int] = N
     ``"NCHW"`` tiles (1 or 3 input channels) or one ``"CHW"`` grid (any other count)."""
     if len(weight.shape) != 4:
         raise ValueError(f"weight must be a Conv2D weight (O, I, kh, kw), got shape {tuple(weight.shape)}")
-    _check_int(max_filters, "max_filters")
-    z = _check_int(zoom, "zoom", True) or auto_zoom(*weight.shape[2:])
+    check_positive_int(max_filters, "max_filters")
+    z = check_positive_int_or_none(zoom, "zoom") or auto_zoom(*weight.shape[2:])
     w = _first(weight, max_filters)
     if w.shape[1] in (1, 3):
         return _zoom(normalise(w), z), "NCHW"
@@ -85,8 +78,8 @@ def feature_map_images(maps: Any, *, max_maps: int = 64, zoom: Optional[int] = N
     elif len(shape) != 3:
         raise ValueError(f"maps must be the feature maps of one sample, (1, C, H, W) or "
                          f"(C, H, W), got shape {shape}")
-    _check_int(max_maps, "max_maps")
-    z = _check_int(zoom, "zoom", True) or auto_zoom(*maps.shape[1:])
+    check_positive_int(max_maps, "max_maps")
+    z = check_positive_int_or_none(zoom, "zoom") or auto_zoom(*maps.shape[1:])
     m = _first(maps, max_maps)
     return _zoom(normalise(m.expand_dims(axis=1)), z)
 
