@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Iterator, List, Optional, Tuple
 
-from ...writer._common.checks import describe
+from ...writer._common.checks import check_name
 
 
 def blocks(net: Any) -> Iterator[Any]:
@@ -51,10 +51,7 @@ def match_block(found: Iterable[Any], name: str, net: Any, *, param_prefix: bool
 def find_block(net: Any, name: str, what: str = "layer") -> Any:
     """The block of ``net`` named ``name`` (see :func:`match_block`); ``what`` is the argument
     named in the errors."""
-    if not isinstance(name, str):
-        raise TypeError(f"{what} must be a non-empty block name (str), got {describe(name)}")
-    if not name:
-        raise ValueError(f"{what} must be a non-empty block name (str), got str ''")
+    check_name(name, what, "a non-empty block name (str)")
     found = match_block(blocks(net), name, net)
     if found is not None:
         return found

@@ -16,6 +16,8 @@ import json
 import re
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from ...writer._common.checks import check_name
+
 #: Operators that turn the network's output into a loss (their first input is the prediction).
 LOSS_OPS = frozenset({"SoftmaxOutput", "Softmax", "LinearRegressionOutput", "LogisticRegressionOutput",
                       "MAERegressionOutput", "SVMOutput", "MakeLoss", "make_loss"})
@@ -49,10 +51,7 @@ def layers(symbol: Any, op: Optional[str] = None) -> List[str]:
 
 def layer_output(symbol: Any, name: str, what: str = "layer") -> Any:
     """The output of layer ``name`` (``"fc2"`` or ``"fc2_output"``) of ``symbol``."""
-    if not isinstance(name, str):
-        raise TypeError(f"{what} must be a non-empty layer name (str), got {name!r}")
-    if not name:
-        raise ValueError(f"{what} must be a non-empty layer name (str), got ''")
+    check_name(name, what, "a non-empty layer name (str)")
     internals = symbol.get_internals()
     outs = internals.list_outputs()
     for key in (name, f"{name}_output"):

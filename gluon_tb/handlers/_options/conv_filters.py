@@ -15,7 +15,7 @@ import logging
 from typing import Any, Optional, Tuple, Union
 
 from ...writer import SummaryWriter
-from ...writer._common.checks import describe
+from ...writer._common.checks import check_name
 from .._common.run_writers import TRAIN, RunWriters
 from .._mxnet.blocks import LayerProbe, context_of, find_block, first_of
 from .._mxnet.symbols import SymbolProbe, conv_layer, layer_output
@@ -24,11 +24,9 @@ from .protocol import Batch, Epoch, Fit, Option, Part
 
 
 def check_conv_filters(value: Any) -> Union[bool, str]:
-    if isinstance(value, bool) or (isinstance(value, str) and value):
+    if isinstance(value, bool):
         return value
-    if value == "":
-        raise ValueError("conv_filters must be a bool or the name of a Conv2D layer, got str ''")
-    raise TypeError(f"conv_filters must be a bool or the name of a Conv2D layer, got {describe(value)}")
+    return check_name(value, "conv_filters", "a bool or the name of a Conv2D layer")
 
 
 def pick_conv(net: Any, layer: Optional[str] = None) -> Any:

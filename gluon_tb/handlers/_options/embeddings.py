@@ -17,7 +17,7 @@ import logging
 from typing import Any, List, Optional, Union
 
 from ...writer import SummaryWriter
-from ...writer._common.checks import describe, is_python_int
+from ...writer._common.checks import check_name, describe, is_python_int
 from .._common.checks import check_positive_int, check_positive_int_or_none
 from .._common.run_writers import TRAIN, RunWriters
 from .._mxnet.blocks import LayerProbe, classifier, context_of, find_block
@@ -47,18 +47,10 @@ class Embeddings:
     def __init__(self, samples: int = 256, *, layer: Optional[str] = None, every: Optional[int] = None,
                  data: Any = None, tag: str = "embedding") -> None:
         self.samples = check_positive_int(samples, "samples")
-        if layer is not None and not isinstance(layer, str):
-            raise TypeError(f"layer must be None or a block name, got {describe(layer)}")
-        if layer == "":
-            raise ValueError("layer must be None or a block name, got str ''")
-        self.layer = layer
+        self.layer = check_name(layer, "layer", "None or a block name", allow_none=True)
         self.every = check_positive_int_or_none(every, "every")
         self.data = data
-        if not isinstance(tag, str):
-            raise TypeError(f"tag must be a non-empty str, got {describe(tag)}")
-        if not tag:
-            raise ValueError("tag must be a non-empty str, got str ''")
-        self.tag = tag
+        self.tag = check_name(tag, "tag", "a non-empty str")
 
 
 def check_embeddings(value: Any) -> Optional[Embeddings]:

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, List, Optional, Tuple
 
 from ...writer import SummaryWriter
-from ...writer._common.checks import describe, is_python_number
+from ...writer._common.checks import check_name, describe, is_python_number
 from .._common.checks import check_option, check_positive_int_or_none
 from .._common.run_writers import TRAIN, RunWriters
 from .._mxnet.blocks import blocks, match_block
@@ -62,11 +62,7 @@ class WordVectors:
     def __init__(self, layer: Optional[str] = None, vocab: Any = None, *,
                  counts: Optional[Mapping] = None, top: Optional[int] = None,
                  every: Optional[int] = None, tag: str = "word_vectors") -> None:
-        if layer is not None and not isinstance(layer, str):
-            raise TypeError(f"layer must be None or the name of an nn.Embedding block, got {describe(layer)}")
-        if layer == "":
-            raise ValueError("layer must be None or the name of an nn.Embedding block, got str ''")
-        self.layer = layer
+        self.layer = check_name(layer, "layer", "None or the name of an nn.Embedding block", allow_none=True)
         self.tokens: Optional[List[str]] = None if vocab is None else _tokens_of(vocab)
         if counts is None and vocab is not None:
             counts = getattr(vocab, "counter", None)
@@ -78,11 +74,7 @@ class WordVectors:
         self.counts = counts
         self.top = check_positive_int_or_none(top, "top")
         self.every = check_positive_int_or_none(every, "every")
-        if not isinstance(tag, str):
-            raise TypeError(f"tag must be a non-empty str, got {describe(tag)}")
-        if not tag:
-            raise ValueError("tag must be a non-empty str, got str ''")
-        self.tag = tag
+        self.tag = check_name(tag, "tag", "a non-empty str")
 
     def order(self, rows: int) -> List[int]:
         """The row indices to log, in order, for an Embedding of ``rows`` rows."""

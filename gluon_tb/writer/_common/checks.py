@@ -12,7 +12,7 @@ import numbers
 import os
 import re
 import warnings
-from typing import TYPE_CHECKING, Any, Mapping, Optional, Tuple, Union, overload
+from typing import TYPE_CHECKING, Any, Literal, Mapping, Optional, Tuple, Union, overload
 
 import numpy as np
 
@@ -106,6 +106,24 @@ def check_choice(value: Any, name: str, choices: Tuple[str, ...]) -> str:
     if not isinstance(value, str):
         raise TypeError(f"{name} must be {expect}, got {describe(value)}")
     if value not in choices:
+        raise ValueError(f"{name} must be {expect}, got {describe(value)}")
+    return value
+
+
+@overload
+def check_name(value: Any, name: str, expect: str) -> str: ...
+@overload
+def check_name(value: Any, name: str, expect: str, *, allow_none: Literal[True]) -> Optional[str]: ...
+
+
+def check_name(value: Any, name: str, expect: str, *, allow_none: bool = False) -> Optional[str]:
+    """A non-empty str naming something (a layer, a block, a tag), or ``None`` when ``allow_none``:
+    another type is a ``TypeError``, ``""`` a ``ValueError``; both say ``<name> must be <expect>, got ...``."""
+    if value is None and allow_none:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be {expect}, got {describe(value)}")
+    if not value:
         raise ValueError(f"{name} must be {expect}, got {describe(value)}")
     return value
 
