@@ -72,17 +72,26 @@ def check_grad_health(value: Any) -> Optional[GradHealth]:
     return check_option(value, "grad_health", GradHealth)
 
 
-class GluonHealth(Part):
+class HealthPart(Part):
+    """What both adapters' grad_health parts share: the :class:`HealthMonitor` (which the gradient
+    histograms feed: ``Parts.health``), the last turn at every event, and every check judged
+    before the writers close."""
+    rank = 1
+
+    def __init__(self, cfg: GradHealth, out: RunWriters) -> None:
+        self.monitor = HealthMonitor(cfg, out)
+
+    def end(self, last_step: int, last_epoch: int) -> None:
+        self.monitor.settle(wait=True)  # every check judged (and its text queued) before closing
+
+
+class GluonHealth(HealthPart):
     """``grad_health`` for the Estimator: the histogram hook observes, each batch and epoch end judges.
 
     It hears every event on every worker: a worker that does not write observes nothing, so it
     only settles what is pending.
     """
     runs_muted = True
-    rank = 1
-
-    def __init__(self, cfg: GradHealth, out: RunWriters) -> None:
-        self.monitor = HealthMonitor(cfg, out)
 
     def begin(self, fit: Fit) -> None:
         self.monitor.stop = False
@@ -94,25 +103,21 @@ class GluonHealth(Part):
         self.monitor.finish(epoch.trainer)
         self.monitor.settle()
 
-    def end(self, last_step: int, last_epoch: int) -> None:
-        self.monitor.settle(wait=True)  # every check judged (and its text queued) before closing
-
     def abandon(self, last_step: int) -> None:
         self.monitor.forget()
 
 
-class ModuleHealth(Part):
+class ModuleHealth(HealthPart):
     """``grad_health`` for Module: the callback observes due batches; here, what settles them.
 
     A callback cannot stop ``Module.fit``, so ``GradHealth(stop=...)`` is refused.
     """
-    rank = 1
 
     def __init__(self, cfg: GradHealth, out: RunWriters) -> None:
         if cfg.stop:
             raise ValueError(f"grad_health: a callback cannot stop Module.fit, so GradHealth(stop=...) "
                              f"must be False with TensorBoardCallback, got stop={sorted(cfg.stop)}")
-        self.monitor = HealthMonitor(cfg, out)
+        super().__init__(cfg, out)
 
     def begin(self, fit: Fit) -> None:
         self.monitor.forget()  # checks of an earlier fit that raised
@@ -120,9 +125,6 @@ class ModuleHealth(Part):
     def batch_end(self, batch: Batch) -> None:
         if not batch.histograms_due:
             self.monitor.settle()
-
-    def end(self, last_step: int, last_epoch: int) -> None:
-        self.monitor.settle(wait=True)
 
 
 OPTION = Option("grad_health", check_grad_health, GluonHealth, ModuleHealth, on_histograms=True)

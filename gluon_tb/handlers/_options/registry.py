@@ -48,8 +48,7 @@ class Parts:
             [p for p in self._parts if p.last_at_batch_end]
         #: grad_health's monitor, which the gradient histograms feed (None when it is off)
         self.health: Optional[HealthMonitor] = next(
-            (getattr(p, "monitor") for p in self._parts if isinstance(p, (grad_health.GluonHealth,
-                                                                          grad_health.ModuleHealth))), None)
+            (p.monitor for p in self._parts if isinstance(p, grad_health.HealthPart)), None)
 
     def _hearing(self, parts: Optional[List[Part]] = None) -> List[Part]:
         parts = self._parts if parts is None else parts
