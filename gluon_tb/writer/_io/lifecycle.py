@@ -5,7 +5,8 @@
 * at interpreter exit, everything still queued is written (``atexit``);
 * on SIGTERM, when nobody else handles it, live writers are flushed before
   the process ends the way SIGTERM would have ended it;
-* after ``fork``, the child forgets the parent's queue, worker and files.
+* after ``fork``, the child forgets the parent's queue, worker and files, and
+  gets SIGTERM's default action back (:func:`_after_fork`).
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ class Writer(Protocol):
 
 _live: "weakref.WeakSet[Any]" = weakref.WeakSet()
 _installed = False
+_sigterm_ours = False  # _on_sigterm is this process's SIGTERM handler
 _remote_hooked = False
 _lock = threading.Lock()
 
@@ -48,12 +50,12 @@ def register(writer: Writer, remote: bool = False) -> None:
         _installed = True
     if remote:
         _hook_remote()
-    if not first:
-        return
-    atexit.register(_close_all)
-    if hasattr(os, "register_at_fork"):
-        os.register_at_fork(after_in_child=_after_fork)
-    _install_sigterm()
+    if first:  # a forked child inherits these two, so they are made once
+        atexit.register(_close_all)
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=_after_fork)
+    if not _sigterm_ours:
+        _install_sigterm()
 
 
 def _hook_remote() -> None:
@@ -100,13 +102,29 @@ def _close_all() -> None:
 
 
 def _after_fork() -> None:
-    global _lock
+    """In a forked child: forget the parent's writers, and give SIGTERM its default action back.
+
+    The child did not ask for our handler, and a Python handler runs only when
+    the main thread next runs Python code. A child blocked in C (a DataLoader
+    worker inside MXNet's engine, a pthread lock) would then never die of
+    SIGTERM, and ``Pool.terminate()`` in the parent would wait for it forever.
+    A writer the child makes itself installs the handler again (:func:`register`).
+    """
+    global _lock, _sigterm_ours
     _lock = threading.Lock()
     for w in list(_live):
         w._after_fork()
+    if _sigterm_ours:
+        _sigterm_ours = False
+        try:
+            if signal.getsignal(signal.SIGTERM) is _on_sigterm:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        except (ValueError, OSError):  # pragma: no cover - fork() from a thread of an embedded interpreter
+            pass
 
 
 def _install_sigterm() -> None:
+    global _sigterm_ours
     if os.environ.get("GLUON_TB_NO_SIGNAL_HANDLER"):
         return
     if threading.current_thread() is not threading.main_thread():
@@ -115,6 +133,7 @@ def _install_sigterm() -> None:
         if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
             return  # someone (a launcher, the user) handles it: leave theirs alone
         signal.signal(signal.SIGTERM, _on_sigterm)
+        _sigterm_ours = True
     except (ValueError, OSError):  # pragma: no cover - embedded interpreters
         pass
 

@@ -108,3 +108,72 @@ def test_sigterm_handler_is_not_installed_from_a_thread(tmp_path):
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == ["True"]
     assert readback.scalars(str(tmp_path), ".", "s") == [(0, 1.0)]
+
+
+FORK_AND_TERM = """
+    import ctypes, os, signal, sys, time
+    from gluon_tb import SummaryWriter
+    w = SummaryWriter(sys.argv[1])
+    w.add_scalar("parent", 1.0, 0)
+    w.flush()
+    ready_r, ready_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # a DataLoader worker stuck in C: a pthread mutex locked twice never returns to Python
+        print("child", signal.getsignal(signal.SIGTERM) is signal.SIG_DFL, flush=True)
+        mutex = ctypes.create_string_buffer(64)  # zeroed: PTHREAD_MUTEX_INITIALIZER on glibc
+        libc = ctypes.CDLL(None)
+        libc.pthread_mutex_lock(mutex)
+        os.write(ready_w, b"x")
+        libc.pthread_mutex_lock(mutex)
+        os._exit(3)
+    os.read(ready_r, 1)
+    time.sleep(0.1)
+    t0 = time.monotonic()
+    os.kill(pid, signal.SIGTERM)
+    while not os.waitpid(pid, os.WNOHANG)[0]:
+        if time.monotonic() - t0 > 20:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            print("hung")
+            break
+        time.sleep(0.005)
+    else:
+        print("died", time.monotonic() - t0 < 5)
+    print("parent", signal.getsignal(signal.SIGTERM).__name__)
+    w.add_scalar("parent", 2.0, 1)
+    w.close()
+"""
+
+
+def test_a_forked_child_blocked_in_c_dies_of_sigterm_at_once(tmp_path):
+    """A fork of a process with a writer (a DataLoader worker) gets SIGTERM's default action back.
+
+    Our handler is Python, so it runs only when the main thread returns to Python code; a child
+    stuck in C would never die, and the parent's ``Pool.terminate()`` would wait for it forever.
+    """
+    p = run(FORK_AND_TERM, str(tmp_path), timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["child", "True", "died", "True", "parent", "_on_sigterm"]
+    assert readback.scalars(str(tmp_path), ".", "parent") == [(0, 1.0), (1, 2.0)]  # the parent's log is whole
+
+
+def test_a_writer_made_in_a_forked_child_installs_the_handler_again(tmp_path):
+    p = run("""
+        import os, signal, sys
+        from gluon_tb import SummaryWriter
+        SummaryWriter(os.path.join(sys.argv[1], "parent")).add_scalar("p", 1.0)
+        pid = os.fork()
+        if pid == 0:
+            before = signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+            w = SummaryWriter(os.path.join(sys.argv[1], "child"), flush_secs=3600)
+            print(before, signal.getsignal(signal.SIGTERM).__name__, flush=True)
+            for i in range(300):
+                w.add_scalar("c", float(i), i)
+            os.kill(os.getpid(), signal.SIGTERM)
+            signal.pause()
+        _, status = os.waitpid(pid, 0)
+        print(os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM)
+    """, str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["True", "_on_sigterm", "True"]
+    assert readback.scalars(str(tmp_path), "child", "c") == [(i, float(i)) for i in range(300)]
