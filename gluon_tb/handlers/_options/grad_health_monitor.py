@@ -1,9 +1,9 @@
 """How ``grad_health=`` measures: gradient and weight norms read off the training thread, then judged.
 
 Norms come from sums of squares queued on MXNet's engine in few, fast operations
-(:func:`sum_squares`: one ``multi_sum_sq`` for every array of up to 65,536 values, a BLAS dot
-product per million values of each larger one; partial sums, added in float64 on the host),
-gathered into one vector.
+(``_mxnet/square_sums.py``: one ``multi_sum_sq`` for every array of up to 65,536 values, a BLAS
+dot product per million values of each larger one; partial sums, added in float64 on the host),
+gathered into one vector; the operations are planned once per ``fit``.
 A helper thread reads that vector; the scalars are computed from it in float64 and logged (at
 their own step) when the check is judged. The training thread pushes a handful of operations
 per check and never waits for a value.
@@ -30,66 +30,12 @@ import numpy as np
 from ...writer import SummaryWriter
 from ...writer._common.threads import batch_scheduling
 from .._common.run_writers import TRAIN_BATCH, RunWriters, logger
+from .._mxnet.square_sums import SquareSums, sum_squares
 
 if TYPE_CHECKING:
     from .grad_health import GradHealth
 
 WINDOW = 5
-SMALL = 1 << 16  # arrays up to this many values share one multi_sum_sq (float32 sums: ~1e-5 there)
-CHUNK = 1 << 20  # a larger array: a dot product of itself per chunk of this many values (~3e-6)
-
-
-def sum_squares(arrays: Sequence[Any], ctx: Any,
-                meta: Optional[Sequence[Tuple[int, Any]]] = None) -> Tuple[Any, List[List[int]]]:
-    """The sums of squares of the arrays' values, queued on MXNet's engine (nothing waited for):
-    one float32 vector on ``ctx`` of partial sums, and for each array the indices of its partial
-    sums in it (add them in float64).
-
-    Small arrays on ``ctx`` share one ``multi_sum_sq`` per dtype; a larger float32/float64 one is
-    ``dot(v, v)`` of views of chunks of its flattened values (a view costs no operation). Measured
-    on 1.4M float32 values on the CPU: ``sum(square(x))`` 10 ms, ``multi_sum_sq`` 1.4 ms,
-    chunked ``dot`` 0.14 ms (BLAS); accumulating a whole large array in float32 drifts
-    (``multi_sum_sq`` by 50% over 50M values), chunks keep it within a few 1e-6. Anything else
-    (another device, other dtypes) is ``sum(square(x))``, on ``ctx``. ``meta``: each array's
-    ``(size, dtype)`` where known, for arrays known to be on ``ctx`` (each read of them from an
-    NDArray is a call into MXNet)."""
-    from mxnet import nd
-
-    small: Dict[Any, List[Any]] = {}
-    where: List[Tuple[Any, int, int]] = []  # (small group's dtype, or None: in ``parts``; first; count)
-    parts: List[Any] = []
-    for i, a in enumerate(arrays):
-        if meta is not None:
-            n, dtype = meta[i]
-            here = True
-        else:
-            n, dtype, here = a.size, np.dtype(a.dtype), a.context == ctx
-        if here and n <= SMALL:
-            group = small.setdefault(dtype, [])
-            where.append((dtype, len(group), 1))
-            group.append(a)
-        elif here and dtype in (np.float32, np.float64):
-            flat = a.reshape((-1,))
-            where.append((None, len(parts), -(-n // CHUNK)))
-            for k in range(0, n, CHUNK):
-                v = flat[k:min(k + CHUNK, n)]
-                parts.append(nd.dot(v, v))
-        else:
-            where.append((None, len(parts), 1))
-            part = nd.sum(nd.square(a))
-            parts.append(part if part.context == ctx else part.as_in_context(ctx))
-    pieces: List[Any] = []
-    offset: Dict[Any, int] = {}
-    at = 0
-    for dtype, group in small.items():
-        offset[dtype] = at
-        pieces.append(nd.multi_sum_sq(*group, num_arrays=len(group)))
-        at += len(group)
-    offset[None] = at
-    pieces.extend(parts)
-    pieces = [x if x.dtype == np.float32 else x.astype(np.float32) for x in pieces]
-    index = [list(range(offset[d] + first, offset[d] + first + k)) for d, first, k in where]
-    return (pieces[0] if len(pieces) == 1 else nd.concat(*pieces, dim=0)), index
 
 
 class HealthMonitor:
@@ -110,18 +56,20 @@ class HealthMonitor:
         self._gen = 0  # checks of an earlier generation (a fit that raised) are dropped
         self._wake, self._stopping = threading.Event(), threading.Event()
         self._thread: Optional[threading.Thread] = None
+        self._sums = SquareSums()  # the gradients and weights: the same arrays at every check
 
     def observe(self, step: int, grads: List[Tuple[str, Any]], params: Dict[str, Any],
-                meta: Optional[Sequence[Tuple[int, Any]]] = None) -> None:
+                meta: Optional[Sequence[Tuple[int, Any]]] = None, ctx: Any = None) -> None:
         """Queue the sums of squares of the gradients and weights (before the update). ``meta``:
         ``(size, dtype)`` of each gradient where known (the weights' are the same), all on the
-        first gradient's device."""
+        first gradient's device, ``ctx`` where known."""
         if not grads:
             return
         names = [n for n, _ in grads]
-        ctx = grads[0][1].context
+        if ctx is None:
+            ctx = grads[0][1].context
         arrays = [g for _, g in grads] + [params[n].list_data()[0] for n in names]
-        sq, pos = sum_squares(arrays, ctx, None if meta is None else list(meta) * 2)
+        sq, pos = self._sums(arrays, ctx, None if meta is None else list(meta) * 2)
         mults = [float(getattr(params[n], "lr_mult", 1.0)) for n in names]
         self._fresh = (step, names, sq, pos, mults)
 
@@ -152,6 +100,7 @@ class HealthMonitor:
         self._todo.clear()
         self._ready.clear()
         self._stop_reader(join=False)
+        self._sums.forget()
 
     def settle(self, wait: bool = False) -> bool:
         """Judge the checks the helper thread has read back; True when training should stop.
@@ -162,6 +111,7 @@ class HealthMonitor:
         self._send()
         if wait:
             self._stop_reader(join=True)
+            self._sums.forget()
         ready = self._ready
         while ready:
             gen, step, names, values, how = ready.popleft()

@@ -43,17 +43,60 @@ def sampled(a: Any, limit: Optional[int], shape: Optional[Tuple[int, ...]] = Non
     ``shape``: ``a``'s, where known (reading it from an NDArray is a call into MXNet)."""
     if shape is None:
         shape = a.shape
+    how = _sampling(a, limit, shape)
+    return a if how is None else _slice(*how)
+
+
+def _sampling(a: Any, limit: Optional[int], shape: Tuple[int, ...]) -> Optional[Tuple[Any, int, int]]:
+    """``(a's flat view, its size, the stride)`` when ``a`` is to be sampled, else None."""
     n = math.prod(shape)
     if limit is None or n <= limit:
-        return a
+        return None
     import mxnet as mx
 
     if type(a) is not mx.nd.NDArray:  # not a dense NDArray: left whole
-        return a
+        return None
     stride = -(-n // limit)
     while math.gcd(stride, shape[-1]) != 1:
         stride += 1
-    return mx.nd.slice(a.reshape((-1,)), begin=(0,), end=(n,), step=(stride,))
+    return a.reshape((-1,)), n, stride
+
+
+def _slice(flat: Any, n: int, stride: int) -> Any:
+    import mxnet as mx
+
+    return mx.nd.slice(flat, begin=(0,), end=(n,), step=(stride,))
+
+
+class Sampler:
+    """:func:`sampled` of the parameters' own arrays, which come back batch after batch: each one's
+    flat view and stride are worked out once, so a later batch costs one ``slice`` (no view made,
+    no shape read: each is a call into MXNet). Holds the arrays it has seen until :meth:`forget`.
+
+    Example::
+
+        sample = Sampler(1 << 16)
+        part, shape = sample(p.data(), p.shape)  # a slice of about 65,536 values, or p.data()
+    """
+
+    def __init__(self, limit: Optional[int]) -> None:
+        self.limit = limit
+        self._seen: Dict[int, Tuple[Any, Optional[Tuple[Any, int, int]]]] = {}  # id: (array, _sampling's)
+
+    def __call__(self, a: Any, shape: Tuple[int, ...]) -> Tuple[Any, Tuple[int, ...]]:
+        """``a`` (of ``shape``) or a sample of it, and the shape of what is returned."""
+        seen = self._seen.get(id(a))
+        if seen is None or seen[0] is not a:  # held in _seen: no other array can have its id
+            seen = self._seen[id(a)] = (a, _sampling(a, self.limit, shape))
+        how = seen[1]
+        if how is None:
+            return a, shape
+        _flat, n, stride = how
+        return _slice(*how), (-(-n // stride),)
+
+    def forget(self) -> None:
+        """Let go of the arrays (the ``fit`` is over)."""
+        self._seen.clear()
 
 
 class ParamHistograms:
@@ -63,11 +106,12 @@ class ParamHistograms:
                  sample: Optional[int] = SAMPLE) -> None:
         self._out, self._hist, self._want, self._health = out, hist, want, health
         self._sample = sample
+        self._sampler = Sampler(sample)
         self._est: Any = None
         self._fit_first = 0  # global index of the fit's first batch
         self._epoch_len: Optional[int] = None
         self._chosen: Optional[Arrays] = None
-        self._meta: Dict[str, Tuple[Tuple[int, ...], Any]] = {}  # name: (shape, dtype), from the Parameter
+        self._meta: Dict[str, Tuple[Tuple[int, ...], Any, Any]] = {}  # name: (shape, dtype, context), from the Parameter
         self._grads_at = -1  # batch whose gradients were taken (or stashed)
         self._done = False  # this epoch's histograms are logged
         self._stash: Dict[str, Any] = {}
@@ -78,6 +122,7 @@ class ParamHistograms:
         """``epoch_len``: batches an epoch, when the training data can say (``len(loader)``)."""
         self._est, self._fit_first = estimator, step
         self._epoch_len, self._chosen, self._meta = epoch_len, None, {}
+        self._sampler.forget()
         self._len_known = epoch_len is not None
 
     @property
@@ -146,14 +191,22 @@ class ParamHistograms:
         """``own``: the arrays are the parameters' own (their shapes are known), not copies."""
         meta = self._meta if own else {}
         if arrays:  # one queued item, one event
-            lim = self._sample
-            self._out.call(TRAIN_BATCH, SummaryWriter.add_histograms,
-                           {f"{kind}/{n}": sampled(a, lim, meta[n][0] if n in meta else None)
-                            for n, a in arrays}, step)
+            values: Dict[str, Any] = {}
+            known: Dict[str, Any] = {}
+            for n, a in arrays:
+                tag = f"{kind}/{n}"
+                if n in meta:  # the parameter's own array: sampled the same way every batch
+                    shape, dtype, ctx = meta[n]
+                    values[tag], part_shape = self._sampler(a, shape)
+                    known[tag] = (part_shape, dtype, ctx)
+                else:
+                    values[tag] = sampled(a, self._sample)
+            self._out.call(TRAIN_BATCH, SummaryWriter._add_histograms_known, values, known, step)
         if kind == "gradients" and self._health:
-            known = all(n in meta for n, _ in arrays)
+            whole = all(n in meta for n, _ in arrays)
             self._health.observe(step, arrays, dict(self._selected()),
-                                 [(math.prod(meta[n][0]), meta[n][1]) for n, _ in arrays] if known else None)
+                                 [(math.prod(meta[n][0]), meta[n][1]) for n, _ in arrays] if whole else None,
+                                 meta[arrays[0][0]][2] if whole and arrays else None)
 
     def _selected(self) -> Arrays:
         if self._chosen is None:
@@ -168,8 +221,9 @@ class ParamHistograms:
                 chosen.append((name, p))
                 shape = tuple(p.shape or ())
                 dense = getattr(p, "_stype", "default") == getattr(p, "_grad_stype", "default") == "default"
-                if shape and all(d > 0 for d in shape) and len(p.list_ctx()) == 1 and dense:
-                    self._meta[name] = (shape, np.dtype(p.dtype))  # its arrays' (no call into MXNet)
+                ctxs = p.list_ctx()
+                if shape and all(d > 0 for d in shape) and len(ctxs) == 1 and dense:
+                    self._meta[name] = (shape, np.dtype(p.dtype), ctxs[0])  # its arrays' (no call into MXNet)
             self._chosen = chosen
         return self._chosen
 
@@ -184,7 +238,9 @@ class ParamHistograms:
         return getattr(type(tr), "_allreduce_grads", None) is gluon.Trainer._allreduce_grads
 
     def _gradients(self) -> Arrays:
-        return [(name, batch_gradient(p)) for name, p in self._selected()]
+        chosen = self._selected()
+        meta = self._meta  # dense, on one device: the gradient is its array (no storage type read)
+        return [(name, p.list_grad()[0] if name in meta else batch_gradient(p)) for name, p in chosen]
 
     def _weights(self) -> Arrays:
         return [(name, p.list_data()[0]) for name, p in self._selected()]

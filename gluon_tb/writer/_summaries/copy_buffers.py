@@ -52,9 +52,11 @@ class BufferPool:
         """Bytes of the buffers waiting to be reused."""
         return self._bytes
 
-    def copy_ndarrays(self, nds: Sequence[Tuple[Any, Tuple[int, ...], np.dtype]]) -> List[Any]:
+    def copy_ndarrays(self, nds: Sequence[Tuple[Any, Tuple[int, ...], np.dtype]],
+                      contexts: Optional[Sequence[Any]] = None) -> List[Any]:
         """CPU copies of NDArrays given as ``(array, its shape, its dtype)``, queued on MXNet's
-        engine (caller thread).
+        engine (caller thread). ``contexts``: each array's context, or ``None`` where it is not
+        known (reading it is a call into MXNet).
 
         The float32 ones on ``cpu(0)`` are copied by *one* MXNet operation (``amp_multicast``,
         which copies when no cast is needed) into buffers of the pool or new ones: every
@@ -71,7 +73,8 @@ class BufferPool:
         out: List[Any] = [None] * len(nds)
         together: List[int] = []  # dense float32 on cpu(0)
         for i, (nd, shape, dtype) in enumerate(nds):
-            if type(nd) is mx.nd.NDArray and dtype == _F32 and nd.context == cpu:
+            ctx = contexts[i] if contexts is not None else None
+            if type(nd) is mx.nd.NDArray and dtype == _F32 and (nd.context if ctx is None else ctx) == cpu:
                 together.append(i)
             elif type(nd) is mx.nd.NDArray:  # on a GPU, or not float32: a copy of its own
                 buf = self._take((mx.nd.NDArray, shape, dtype))

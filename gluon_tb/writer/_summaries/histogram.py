@@ -19,6 +19,9 @@ from .copy_buffers import NO_POOL, BufferPool
 from .._common.arrays import host_view, is_ndarray
 from .._common.checks import check_tag, describe, is_int
 
+#: an NDArray's ``(shape, dtype, context)``, where its caller knows them
+Known = Tuple[Tuple[int, ...], np.dtype, Any]
+
 __all__ = ["HistogramPayload", "HistogramGroup", "capture_histogram", "capture_histograms",
            "build_histogram", "build_histograms", "STRATEGIES"]
 
@@ -70,9 +73,12 @@ def capture_histogram(values: Any, bins: Any = "default",
     return _capture([values], _check_bins(bins), pool)[0]
 
 
-def capture_histograms(values: Any, bins: Any = "default",
-                       pool: Optional[BufferPool] = None) -> HistogramGroup:
+def capture_histograms(values: Any, bins: Any = "default", pool: Optional[BufferPool] = None,
+                       known: Optional[Mapping[str, Known]] = None) -> HistogramGroup:
     """Validate ``{tag: values}`` and capture each: a private copy, as ``capture_histogram``.
+
+    ``known``: ``(shape, dtype, context)`` of NDArray values, by tag, where the caller knows
+    them (a handler, from the parameters): each read of them is a call into MXNet.
 
     The NDArrays are copied together (``BufferPool.copy_ndarrays``: one MXNet operation for
     the float32 ones on the CPU). Not one ``mx.nd.concat`` of them all: MXNet's CPU concat of
@@ -84,28 +90,37 @@ def capture_histograms(values: Any, bins: Any = "default",
     if not values:
         raise ValueError(f"values must be a non-empty dict of tag -> array, got {describe(values)}")
     tags = [check_tag(tag, "values key") for tag in values]
-    payloads = _capture(list(values.values()), bins, pool)
+    payloads = _capture(list(values.values()), bins, pool,
+                        None if known is None else [known.get(tag) for tag in values])
     return HistogramGroup(list(zip(tags, payloads)), sum(p.nbytes for p in payloads))
 
 
-def _capture(values: List[Any], bins: Bins, pool: Optional[BufferPool]) -> List[HistogramPayload]:
-    """Validate every value, then copy each; an NDArray's shape and dtype are read once
-    (each read is a call into MXNet, which waits for the GIL behind the writer thread)."""
+def _capture(values: List[Any], bins: Bins, pool: Optional[BufferPool],
+             known: Optional[List[Optional[Known]]] = None) -> List[HistogramPayload]:
+    """Validate every value, then copy each; an NDArray's shape and dtype are read once, and
+    not at all when ``known`` (each read is a call into MXNet, which waits for the GIL behind
+    the writer thread)."""
     pool = pool if pool is not None else NO_POOL
     out: List[Any] = [None] * len(values)
     nds = []
+    contexts: List[Any] = []
     for i, v in enumerate(values):
         if is_ndarray(v):
-            shape, dtype = v.shape, np.dtype(v.dtype)
+            k = known[i] if known is not None else None
+            if k is None:
+                shape, dtype, ctx = v.shape, np.dtype(v.dtype), None
+            else:
+                shape, dtype, ctx = k
             _check_array(dtype, shape, v)
             nds.append((i, (v, shape, dtype), math.prod(shape) * dtype.itemsize))
+            contexts.append(ctx)
         elif isinstance(v, np.ndarray):
             _check_array(v.dtype, v.shape, v)
             out[i] = HistogramPayload(pool.copy_numpy(v), bins, pool=pool, nbytes=v.nbytes)
         else:
             arr = _array_like(v)  # a new array: private already
             out[i] = HistogramPayload(arr, bins, nbytes=arr.nbytes)
-    copies = pool.copy_ndarrays([nd for _, nd, _ in nds])  # queued on MXNet's engine
+    copies = pool.copy_ndarrays([nd for _, nd, _ in nds], contexts)  # queued on MXNet's engine
     for (i, (_, shape, dtype), nbytes), c in zip(nds, copies):
         out[i] = HistogramPayload(c, bins, pool=pool, nbytes=nbytes, kind=(shape, dtype))
     return out

@@ -144,3 +144,26 @@ def test_module_callback_samples_the_same_way(tmp_path, period):
     if period == "epoch":  # the final weights (at batch 4 they were those after its update)
         np.testing.assert_array_equal(got, reference(tmp_path, weights.ravel()[::3]))
     assert buckets(d, "weights/fc_weight", last)[:, 2].sum() == 4 * 2 * DIM  # small: every value
+
+
+def test_the_sampler_takes_one_operation_for_an_array_it_has_seen():
+    from mxnet_calls import MXNetCalls
+
+    from gluon_tb.handlers._options.param_histograms import Sampler, sampled
+
+    a = mx.nd.array(np.arange(VOCAB * DIM, dtype=np.float32).reshape(VOCAB, DIM))
+    small = mx.nd.ones((4, 4))
+    sample = Sampler(1000)
+    part, shape = sample(a, (VOCAB, DIM))
+    assert shape == (800,)
+    np.testing.assert_array_equal(part.asnumpy(), sampled(a, 1000).asnumpy())
+    a[:] = a * 2  # new values in the same array, as an update writes them
+    with MXNetCalls() as calls:
+        part, shape = sample(a, (VOCAB, DIM))
+        whole, whole_shape = sample(small, (4, 4))
+    assert calls.names == ["_imperative_invoke"]  # the slice: no view made, no shape read
+    np.testing.assert_array_equal(part.asnumpy(), 2 * np.arange(VOCAB * DIM, dtype=np.float32)[::3])
+    assert whole is small and whole_shape == (4, 4)
+    sample.forget()
+    part, _ = sample(a, (VOCAB, DIM))
+    np.testing.assert_array_equal(part.asnumpy(), 2 * np.arange(VOCAB * DIM, dtype=np.float32)[::3])

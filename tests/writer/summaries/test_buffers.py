@@ -202,3 +202,35 @@ def test_an_image_copy_is_handed_back_only_after_its_png_is_made(make, dtype):
     np.testing.assert_allclose(one.astype(int), want[0].transpose(1, 2, 0).astype(int), atol=1)
     grid = decode_png(pngs[0])
     assert grid.shape[2] == 3 and not (grid == 0).all()
+
+
+def test_histograms_of_arrays_whose_shapes_are_known_read_nothing_from_mxnet(tmp_path):
+    """``_add_histograms_known`` (what the handlers use): the same events as ``add_histograms``,
+    without reading a shape, dtype or context (each a call into MXNet on the training thread)."""
+    from mxnet_calls import MXNetCalls
+
+    rng = np.random.default_rng(1)
+    srcs = {f"h/{i}": mx.nd.array(rng.standard_normal(s)) for i, s in enumerate([(30, 7), (5,), (400,)])}
+    known = {t: (a.shape, np.dtype(a.dtype), a.context) for t, a in srcs.items()}
+    with SummaryWriter(tmp_path / "known") as w, SummaryWriter(tmp_path / "read") as plain:
+        for step in range(3):
+            if step == 2:  # the buffers of steps 0 and 1 are back in the pool: no allocation
+                w.flush()
+                with MXNetCalls() as calls:
+                    w._add_histograms_known(srcs, known, step)
+                assert calls.names == ["_imperative_invoke"], calls.names  # the one copy
+            else:
+                w._add_histograms_known(srcs, known, step)
+            plain.add_histograms(srcs, step)
+            for a in srcs.values():
+                a[:] = a + 1
+    from tensorboard.util import tensor_util
+
+    def buckets(run, tag):
+        return [(e.step, tensor_util.make_ndarray(e.tensor_proto).tolist())
+                for e in readback.tensor_events(str(tmp_path), run, tag)]
+
+    for tag in srcs:
+        got = buckets("known", tag)
+        assert [s for s, _ in got] == [0, 1, 2]
+        assert got == buckets("read", tag)
