@@ -15,7 +15,7 @@ consecutive frames are merged into one longer frame by Pillow.
 from __future__ import annotations
 
 import io
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
@@ -72,12 +72,14 @@ def encode_gif(frames: np.ndarray, fps: float) -> bytes:
     return buf.getvalue()
 
 
-def build_video(tag: str, payload: VideoPayload) -> bytes:
-    """Encode the clip(s) as an animated GIF in a ``Summary.Value.image``."""
+def build_video(tag: str, payload: VideoPayload,
+                encode: Callable[[np.ndarray, float], bytes] = encode_gif) -> bytes:
+    """Encode the clip(s) as an animated GIF in a ``Summary.Value.image``. ``encode``: what turns
+    the frames into GIF bytes (:func:`encode_gif`, or the same in a child process)."""
     arr = to_numpy(payload.array, "video")
     if arr.ndim == 4:
         arr = arr[None]
     arr = checked_uint8(arr[:, :, :3], tag)  # GIF has no alpha channel: drop it
     frames = np.stack([tile_images(arr[:, t]) for t in range(arr.shape[1])])
     _, h, w, c = frames.shape
-    return _proto.value(tag, image=_proto.image(h, w, c, encode_gif(frames, payload.fps)))
+    return _proto.value(tag, image=_proto.image(h, w, c, encode(frames, payload.fps)))

@@ -266,3 +266,36 @@ def test_a_resnet_graph_is_built_in_a_child_with_the_threads_bytes(resnet, tmp_p
     assert child_calls == ([] if without_child else [("gluon_tb.writer._summaries.graph", "build_graph")])
     nodes = multiplexer(str(tmp_path)).Graph(".").node
     assert len(nodes) == len(json.loads(payload.symbol_json)["nodes"]) > 100
+
+
+# ---------------------------------------------------------------- videos
+def gif_written(logdir, tag):
+    [path] = event_files(str(logdir))
+    return [(e.step, v.image.encoded_image_string) for e in raw_events(path) for v in e.summary.value if v.tag == tag]
+
+
+@pytest.mark.parametrize("without_child", [False, True])
+def test_a_large_video_is_encoded_in_a_child_with_the_threads_bytes(tmp_path, child_calls, monkeypatch, without_child):
+    """Pillow's GIF writer holds the GIL for most of its ~160 ms on 16 frames of 64x64: a child
+    encodes large clips; the event is the one the writer thread makes, and small clips stay there."""
+    import numpy as np
+
+    from gluon_tb.writer._summaries.video import build_video, capture_video
+
+    if without_child:
+        monkeypatch.setattr(sys, "executable", "")
+    rng = np.random.default_rng(7)
+    big = rng.random((1, 16, 3, 64, 64)).astype(np.float32)
+    small = rng.random((4, 3, 8, 8)).astype(np.float32)
+    assert big.size >= _summary_writer.VIDEO_CHILD_BYTES > small.size  # the GIF frames: a byte a value
+    with SummaryWriter(str(tmp_path)) as w:
+        w.add_video("big", big, 3, fps=8)
+        w.add_video("small", small, 4)
+    assert child_calls == ([] if without_child else [("gluon_tb.writer._summaries.video", "encode_gif")])
+    for tag, clip, step, fps in (("big", big, 3, 8), ("small", small, 4, 4)):
+        want = build_video(tag, capture_video(clip, fps))  # encoded in this thread
+        [(got_step, gif)] = gif_written(tmp_path, tag)
+        assert got_step == step and gif[:6] == b"GIF89a"
+        from tensorboard.compat.proto import summary_pb2
+
+        assert gif == summary_pb2.Summary.Value.FromString(want).image.encoded_image_string
