@@ -247,12 +247,13 @@ class SummaryWriter(WriterBase):
         payload = capture_embedding(embedding, labels=labels, images=images)
         self._p.put(Action(embedding_action(tag, step, payload, self._projector), payload_nbytes(payload)))
 
-    def add_profile(self, trace: Any, session: Optional[str] = None, host: Optional[str] = None) -> str:
+    def add_profile(self, trace: Any, session: Optional[str] = None, host: Optional[str] = None) -> Optional[str]:
         """A profiler timeline for TensorBoard's Profile dashboard: MXNet's Chrome trace (the
         path of the JSON file ``mx.profiler.dump()`` wrote, its dict or its event list) as
         ``plugins/profile/<session>/<host>.xplane.pb`` of this run (see ``_summaries/profile.py``).
         ``session``: default the local time, ``2026_11_24_02_30_00``; ``host``: default the host
-        name. Returns the file's path relative to the run.
+        name. Returns the file's path relative to the run, or ``None`` when the profile was
+        dropped (``on_full="drop"`` and the queue full: counted in ``gluon_tb/dropped_events``).
 
         A path is the fast way: this call only reads the file's bytes (it may be deleted
         next), and a child process parses and converts them (``_io/child.py``), off this
@@ -284,7 +285,8 @@ class SummaryWriter(WriterBase):
                 return
             sink.write_file(rel, xspace)
 
-        self._p.put(Action(write, len(data) if events is None else 0))
+        if not self._p.put(Action(write, len(data) if events is None else 0)):
+            return None  # dropped: no file will appear there
         return rel
 
     def add_hparams(self, hparam_dict: Mapping[str, Any], metric_dict: Mapping[str, Number],

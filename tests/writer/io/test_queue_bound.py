@@ -1,5 +1,6 @@
 """The queue's bound (``max_queue_bytes``): sized from the memory the process may use, large
 arrays handed over back to back without waiting, scalars held to their own share of it."""
+import json
 import threading
 
 import numpy as np
@@ -95,3 +96,22 @@ def test_a_blocking_writer_takes_large_arrays_under_the_bound_without_waiting(tm
     late.join(30)
     w.close()
     assert [e.step for e in readback.tensor_events(str(tmp_path), ".", "h")] == [0, 1, 2, 3, 4, 5]
+
+
+def test_a_dropped_profile_returns_no_path(tmp_path, held_writer_thread):
+    """``add_profile`` returns where its file will be; with ``on_full="drop"`` and the queue full,
+    nothing will be there: it returns None, and the drop is counted."""
+    w = SummaryWriter(tmp_path, max_queue_bytes=4 * MiB, on_full="drop")
+    w.add_histogram("h", np.ones(1 << 20, np.float32), 0)  # 4 MiB: the queue is full behind the held thread
+    trace = {"traceEvents": [{"name": "op", "ph": "X", "ts": 0, "dur": 5, "pid": 0, "tid": 0}]}
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(trace))
+    dropped = w.add_profile(str(path), session="full", host="h")  # its bytes do not fit
+    held_writer_thread.set()
+    w.flush()
+    kept = w.add_profile(trace, session="room", host="h")
+    w.close()
+    assert dropped is None and w._p.dropped == 1
+    assert kept == "plugins/profile/room/h.xplane.pb" and (tmp_path / kept).stat().st_size > 0
+    assert not (tmp_path / "plugins" / "profile" / "full").exists()
+    assert readback.scalars(str(tmp_path), ".", "gluon_tb/dropped_events")[-1][1] == 1
