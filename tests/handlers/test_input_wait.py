@@ -146,3 +146,30 @@ def test_the_example_shows_a_slow_loader_near_1_and_the_advice(tmp_path, monkeyp
     assert ("fast/train", "input_wait/advice") not in readback.tags(logdir)
     assert sum("waiting for its next batch" in r.getMessage() for r in caplog.records) == 1
     sys.modules.pop("input_wait_digits", None)
+
+
+def test_a_short_wait_gets_no_advice_whatever_its_share():
+    """Tiny epochs on a busy machine can wait over half of their few milliseconds: not advice."""
+    from gluon_tb.handlers._common.input_wait import InputWait
+
+    class Out:
+        def __init__(self):
+            self.said, self.calls = [], []
+
+        def say_once(self, key, text, level):
+            self.said.append(text)
+
+        def call(self, run, fn, *args):
+            self.calls.append((run, fn.__name__) + args[:1])
+
+    out = Out()
+    waits = InputWait(out)
+    for epoch in range(3):  # 90% waiting, 0.05 s of it
+        waits.add(0.05, 0.005)
+        waits.epoch_end(epoch)
+    assert out.said == [] and ("train", "add_text", "input_wait/advice") not in out.calls
+    for epoch in range(3, 5):  # 90% waiting, 0.5 s of it
+        waits.add(0.5, 0.05)
+        waits.epoch_end(epoch)
+    assert len(out.said) == 1 and "of epoch 4" in out.said[0]
+    assert ("train", "add_text", "input_wait/advice") in out.calls

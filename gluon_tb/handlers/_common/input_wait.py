@@ -19,8 +19,10 @@ shows up wherever the loop next blocks, which may be inside the loader. Metrics 
 batch's outputs (``Accuracy``, ``Loss`` and the others call ``asnumpy()``), so with any metric the
 split is the real one; without any, read the fraction as an upper bound on the wait.
 
-When the wait is over half of the epoch in two epochs, :class:`InputWait` warns once (with the
-fraction, and what to try) and writes the same advice as the text ``input_wait/advice``.
+When the wait is over half of the epoch, and at least :data:`WORTH` s, in two epochs,
+:class:`InputWait` warns once (with the fraction, and what to try) and writes the same advice as the
+text ``input_wait/advice``. A shorter wait is not worth the advice whatever its share: the epochs of a
+tiny model on a busy machine would otherwise get it now and then.
 """
 from __future__ import annotations
 
@@ -34,6 +36,8 @@ from .run_writers import TRAIN, RunWriters
 ADVICE_TAG = "input_wait/advice"
 #: the fraction of an epoch spent waiting above which the input is called the bottleneck
 SLOW = 0.5
+#: the least wait (seconds in an epoch) that counts toward the advice
+WORTH = 0.1
 
 
 class InputWait:
@@ -85,7 +89,7 @@ class InputWait:
         self._out.call(TRAIN, SummaryWriter.add_scalar, "epoch_input_wait_seconds", wait, epoch)
         self._out.call(TRAIN, SummaryWriter.add_scalar, "epoch_batch_seconds", busy, epoch)
         self._out.call(TRAIN, SummaryWriter.add_scalar, "epoch_input_wait_fraction", fraction, epoch)
-        self._slow_epochs += fraction > SLOW
+        self._slow_epochs += fraction > SLOW and wait >= WORTH
         if self._slow_epochs >= 2 and not self._advised:
             self._advised = True
             advice = (f"gluon_tb: the training loop spent {fraction:.0%} of epoch {epoch} waiting for its next "
