@@ -136,21 +136,18 @@ class SummaryWriter(WriterBase):
 
             sw.add_histograms({f"weights/{n}": p.data() for n, p in params.items()}, step)
         """
-        from ._summaries.histogram import build_histograms, capture_histograms
+        self._add_histograms_known(values, None, global_step, bins, walltime)
 
-        self._check()
-        group = capture_histograms(values, bins, self._pool)
-        self._queue(group.items[0][0], build_histograms, group, global_step, walltime)
-
-    def _add_histograms_known(self, values: Mapping[str, Any], known: Mapping[str, Any],
-                              global_step: Optional[int] = None) -> None:
+    def _add_histograms_known(self, values: Mapping[str, Any], known: Optional[Mapping[str, Any]],
+                              global_step: Optional[int] = None, bins: Any = "default",
+                              walltime: Optional[float] = None) -> None:
         """``add_histograms`` of NDArrays whose ``(shape, dtype, context)`` the caller knows, by tag
         (a handler, from the parameters): reading them is a call into MXNet each."""
         from ._summaries.histogram import build_histograms, capture_histograms
 
         self._check()
-        group = capture_histograms(values, "default", self._pool, known)
-        self._queue(group.items[0][0], build_histograms, group, global_step, None)
+        group = capture_histograms(values, bins, self._pool, known)
+        self._queue(group.items[0][0], build_histograms, group, global_step, walltime)
 
     def add_image(self, tag: str, image: Any, global_step: Optional[int] = None,
                   dataformats: Optional[str] = None, walltime: Optional[float] = None) -> None:
