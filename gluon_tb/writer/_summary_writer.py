@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import Any, Mapping, Optional, Sequence, Union
+from typing import Any, Collection, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
@@ -140,13 +140,15 @@ class SummaryWriter(WriterBase):
 
     def _add_histograms_known(self, values: Mapping[str, Any], known: Optional[Mapping[str, Any]],
                               global_step: Optional[int] = None, bins: Any = "default",
-                              walltime: Optional[float] = None) -> None:
+                              walltime: Optional[float] = None, private: Collection[str] = ()) -> None:
         """``add_histograms`` of NDArrays whose ``(shape, dtype, context)`` the caller knows, by tag
-        (a handler, from the parameters): reading them is a call into MXNet each."""
+        (a handler, from the parameters): reading them is a call into MXNet each. ``private``: tags
+        whose NDArray is the caller's own new array (a sample), never written again: one on the
+        CPU is read as it is, not copied."""
         from ._summaries.histogram import build_histograms, capture_histograms
 
         self._check()
-        group = capture_histograms(values, bins, self._pool, known)
+        group = capture_histograms(values, bins, self._pool, known, private)
         self._queue(group.items[0][0], build_histograms, group, global_step, walltime)
 
     def add_image(self, tag: str, image: Any, global_step: Optional[int] = None,

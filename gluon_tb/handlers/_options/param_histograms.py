@@ -193,15 +193,19 @@ class ParamHistograms:
         if arrays:  # one queued item, one event
             values: Dict[str, Any] = {}
             known: Dict[str, Any] = {}
+            private: List[str] = []  # samples: new arrays of ours, read by the writer as they are
             for n, a in arrays:
                 tag = f"{kind}/{n}"
                 if n in meta:  # the parameter's own array: sampled the same way every batch
                     shape, dtype, ctx = meta[n]
                     values[tag], part_shape = self._sampler(a, shape)
                     known[tag] = (part_shape, dtype, ctx)
+                    if values[tag] is not a:
+                        private.append(tag)
                 else:
                     values[tag] = sampled(a, self._sample)
-            self._out.call(TRAIN_BATCH, SummaryWriter._add_histograms_known, values, known, step)
+            self._out.call(TRAIN_BATCH, SummaryWriter._add_histograms_known, values, known, step,
+                           private=private)
         if kind == "gradients" and self._health:
             whole = all(n in meta for n, _ in arrays)
             self._health.observe(step, arrays, dict(self._selected()),

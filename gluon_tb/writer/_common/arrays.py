@@ -65,12 +65,14 @@ def host_float(value: Any) -> float:
     return float(value)
 
 
-def host_view(nd: Any) -> np.ndarray:
+def host_view(nd: Any, on_cpu: bool = False) -> np.ndarray:
     """A read-only numpy view of a CPU NDArray's memory (no copy), else ``asnumpy()``.
 
-    Waits for MXNet's engine: worker side only. The view keeps the NDArray alive.
+    Waits for MXNet's engine: worker side only. The view keeps the NDArray alive. ``on_cpu``:
+    the caller knows ``nd`` is a dense NDArray on the CPU (reading its context is a call into
+    MXNet).
     """
-    if getattr(nd, "context", None) is not None and nd.context.device_type == "cpu":
+    if on_cpu or getattr(nd, "context", None) is not None and nd.context.device_type == "cpu":
         try:
             return np.from_dlpack(_DLPackOf(nd))
         except Exception:  # an old numpy, a dtype DLPack lacks: copy instead

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from typing import Any, List, Mapping, Optional, Tuple
+from typing import Any, Collection, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -74,11 +74,15 @@ def capture_histogram(values: Any, bins: Any = "default",
 
 
 def capture_histograms(values: Any, bins: Any = "default", pool: Optional[BufferPool] = None,
-                       known: Optional[Mapping[str, Known]] = None) -> HistogramGroup:
+                       known: Optional[Mapping[str, Known]] = None,
+                       private: Collection[str] = ()) -> HistogramGroup:
     """Validate ``{tag: values}`` and capture each: a private copy, as ``capture_histogram``.
 
     ``known``: ``(shape, dtype, context)`` of NDArray values, by tag, where the caller knows
     them (a handler, from the parameters): each read of them is a call into MXNet.
+    ``private``: tags whose NDArray, known to be on ``cpu(0)``, is the caller's own new array,
+    which nothing writes again (a handler's sample of a parameter): it is read as it is, not
+    copied a second time.
 
     The NDArrays are copied together (``BufferPool.copy_ndarrays``: one MXNet operation for
     the float32 ones on the CPU). Not one ``mx.nd.concat`` of them all: MXNet's CPU concat of
@@ -91,15 +95,17 @@ def capture_histograms(values: Any, bins: Any = "default", pool: Optional[Buffer
         raise ValueError(f"values must be a non-empty dict of tag -> array, got {describe(values)}")
     tags = [check_tag(tag, "values key") for tag in values]
     payloads = _capture(list(values.values()), bins, pool,
-                        None if known is None else [known.get(tag) for tag in values])
+                        None if known is None else [known.get(tag) for tag in values],
+                        [tag in private for tag in values] if private else None)
     return HistogramGroup(list(zip(tags, payloads)), sum(p.nbytes for p in payloads))
 
 
 def _capture(values: List[Any], bins: Bins, pool: Optional[BufferPool],
-             known: Optional[List[Optional[Known]]] = None) -> List[HistogramPayload]:
+             known: Optional[List[Optional[Known]]] = None,
+             private: Optional[List[bool]] = None) -> List[HistogramPayload]:
     """Validate every value, then copy each; an NDArray's shape and dtype are read once, and
     not at all when ``known`` (each read is a call into MXNet, which waits for the GIL behind
-    the writer thread)."""
+    the writer thread). A ``private`` NDArray known to be on ``cpu(0)`` is kept, not copied."""
     pool = pool if pool is not None else NO_POOL
     out: List[Any] = [None] * len(values)
     nds = []
@@ -112,7 +118,11 @@ def _capture(values: List[Any], bins: Bins, pool: Optional[BufferPool],
             else:
                 shape, dtype, ctx = k
             _check_array(dtype, shape, v)
-            nds.append((i, (v, shape, dtype), math.prod(shape) * dtype.itemsize))
+            nbytes = math.prod(shape) * dtype.itemsize
+            if private is not None and private[i] and k is not None and _dense_on_cpu0(v, ctx):
+                out[i] = HistogramPayload(v, bins, nbytes=nbytes, kind=(shape, dtype))  # no pool: not its buffer
+                continue
+            nds.append((i, (v, shape, dtype), nbytes))
             contexts.append(ctx)
         elif isinstance(v, np.ndarray):
             _check_array(v.dtype, v.shape, v)
@@ -124,6 +134,12 @@ def _capture(values: List[Any], bins: Bins, pool: Optional[BufferPool],
     for (i, (_, shape, dtype), nbytes), c in zip(nds, copies):
         out[i] = HistogramPayload(c, bins, pool=pool, nbytes=nbytes, kind=(shape, dtype))
     return out
+
+
+def _dense_on_cpu0(nd: Any, ctx: Any) -> bool:
+    import mxnet as mx  # an NDArray's context: MXNet is imported
+
+    return type(nd) is mx.nd.NDArray and bool(ctx == mx.cpu())
 
 
 def _array_like(values: Any) -> np.ndarray:
@@ -196,7 +212,8 @@ def build_histogram(tag: str, payload: HistogramPayload) -> bytes:
 
 def _build(tag: str, payload: HistogramPayload) -> bytes:
     data = payload.data
-    orig = np.asarray(host_view(data) if is_ndarray(data) else data).reshape(-1)
+    # an NDArray with a kind is a CPU copy of ours or a caller's private sample on the CPU
+    orig = np.asarray(host_view(data, payload.kind is not None) if is_ndarray(data) else data).reshape(-1)
     if orig.dtype.kind == "b":
         orig = orig.view(np.uint8)
     if not orig.dtype.isnative:

@@ -234,3 +234,36 @@ def test_histograms_of_arrays_whose_shapes_are_known_read_nothing_from_mxnet(tmp
         got = buckets("known", tag)
         assert [s for s, _ in got] == [0, 1, 2]
         assert got == buckets("read", tag)
+
+
+def test_private_samples_are_read_as_they_are_not_copied(tmp_path):
+    """A handler's samples (``private``): new arrays of its own on the CPU. The writer reads them
+    as they are (no copy on MXNet's engine, nothing pooled) and writes the events that
+    ``add_histograms`` writes for them; the other arrays of the same call are still copied."""
+    from mxnet_calls import MXNetCalls
+
+    rng = np.random.default_rng(2)
+    srcs = {f"s/{i}": mx.nd.array(rng.standard_normal(s)) for i, s in enumerate([(300,), (41,)])}
+    known = {t: (a.shape, np.dtype(a.dtype), a.context) for t, a in srcs.items()}
+    with SummaryWriter(tmp_path / "private") as w, SummaryWriter(tmp_path / "copied") as plain:
+        with MXNetCalls() as calls:
+            w._add_histograms_known(srcs, known, 0, private=list(srcs))
+        assert calls.names == []  # nothing copied
+        w.flush()
+        assert w._pool.idle_bytes == 0  # and nothing handed to the pool: not its buffers
+        plain.add_histograms(srcs, 0)
+        both = {"s/0": srcs["s/0"], "s/1": mx.nd.array(rng.standard_normal((7,)))}
+        known["s/1"] = (both["s/1"].shape, np.dtype(np.float32), both["s/1"].context)
+        with MXNetCalls() as calls:
+            w._add_histograms_known(both, known, 1, private=["s/0"])
+        assert calls.names.count("_imperative_invoke") == 1, calls.names  # the one copy: s/1's
+        plain.add_histograms(both, 1)
+    from tensorboard.util import tensor_util
+
+    def buckets(run, tag):
+        return [(e.step, tensor_util.make_ndarray(e.tensor_proto).tolist())
+                for e in readback.tensor_events(str(tmp_path), run, tag)]
+
+    assert [s for s, _ in buckets("private", "s/0")] == [0, 1]
+    for tag in srcs:
+        assert buckets("private", tag) == buckets("copied", tag)
