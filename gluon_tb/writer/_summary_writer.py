@@ -140,16 +140,20 @@ class SummaryWriter(WriterBase):
 
     def _add_histograms_known(self, values: Mapping[str, Any], known: Optional[Mapping[str, Any]],
                               global_step: Optional[int] = None, bins: Any = "default",
-                              walltime: Optional[float] = None, private: Collection[str] = ()) -> None:
+                              walltime: Optional[float] = None, private: Collection[str] = (),
+                              wake: bool = True) -> None:
         """``add_histograms`` of NDArrays whose ``(shape, dtype, context)`` the caller knows, by tag
         (a handler, from the parameters): reading them is a call into MXNet each. ``private``: tags
         whose NDArray is the caller's own new array (a sample), never written again: one on the
-        CPU is read as it is, not copied."""
+        CPU is read as it is, not copied. ``wake=False`` (a handler, every batch): the group does
+        not wake the writer's worker; it is read at the worker's next round (within
+        ``flush_secs / 2``), when MXNet has copied it, instead of the worker waiting for MXNet's
+        engine at every call."""
         from ._summaries.histogram import build_histograms, capture_histograms
 
         self._check()
         group = capture_histograms(values, bins, self._pool, known, private)
-        self._queue(group.items[0][0], build_histograms, group, global_step, walltime)
+        self._queue(group.items[0][0], build_histograms, group, global_step, walltime, wake=wake)
 
     def add_image(self, tag: str, image: Any, global_step: Optional[int] = None,
                   dataformats: Optional[str] = None, walltime: Optional[float] = None) -> None:

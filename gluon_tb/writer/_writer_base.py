@@ -110,10 +110,11 @@ class WriterBase:
         return check_step(global_step)
 
     def _queue(self, tag: str, builder: Any, payload: Any, global_step: Any, walltime: Any,
-               run: Optional[str] = None) -> None:
+               run: Optional[str] = None, wake: bool = True) -> None:
+        """``wake=False``: the worker may take it at its next round (``Pipeline.put``)."""
         step = self._step(global_step)
         wall = _time() if walltime is None else check_walltime(walltime)
-        self._p.put(Summary(run, tag, builder, payload, step, wall, payload_nbytes(payload)))
+        self._p.put(Summary(run, tag, builder, payload, step, wall, payload_nbytes(payload)), wake)
 
     # ------------------------------------------------------------ scalars
     def add_scalar(self, tag: str, value: Any, global_step: Optional[int] = None,

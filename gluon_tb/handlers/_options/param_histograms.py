@@ -205,7 +205,7 @@ class ParamHistograms:
                 else:
                     values[tag] = sampled(a, self._sample)
             self._out.call(TRAIN_BATCH, SummaryWriter._add_histograms_known, values, known, step,
-                           private=private)
+                           private=private, wake=False)
         if kind == "gradients" and self._health:
             whole = all(n in meta for n, _ in arrays)
             self._health.observe(step, arrays, dict(self._selected()),

@@ -3,7 +3,10 @@
 The training thread only appends small tuples to a deque (no lock, no
 wake-up for scalars); the worker (``worker.py``) wakes every ``flush_secs / 2`` or
 when enough has queued, drains everything in one go, builds and frames the
-events and writes each run's records with one ``os.write``. ``flush()`` puts a
+events and writes each run's records with one ``os.write``. Other items wake it at
+once, except those queued with ``put(wake=False)``: a handler's histograms of every
+batch, which MXNet is still copying when they are queued, wait for the worker's next
+round (or for 1/``LAZY_BYTES_SHARE`` of the bound to fill), by when the copies are done. ``flush()`` puts a
 marker in the queue and waits until the worker has written everything before it.
 
 Every producer method is safe from several threads at once, beside ``flush`` and
@@ -43,6 +46,10 @@ __all__ = ["Pipeline", "WriterClosedError", "DEFAULT_MAX_QUEUE_BYTES", "DEFAULT_
            "SCALAR_COST", "SCALAR_BOUND"]
 
 DEFAULT_WORKER_NICE = BACKGROUND_NICE
+
+
+#: a ``put(wake=False)`` wakes the worker all the same once the queue holds over 1/this of its bound
+LAZY_BYTES_SHARE = 8
 
 
 class WriterClosedError(RuntimeError):
@@ -148,20 +155,28 @@ class Pipeline:
             if not self.closed:
                 self._check_at = max(len(self._q) + self._check_every, self._first_check)
 
-    def put(self, item: Union[Summary, Action]) -> bool:
-        """Queue a non-scalar item; False when dropped (on_full='drop')."""
+    def put(self, item: Union[Summary, Action], wake: bool = True) -> bool:
+        """Queue a non-scalar item; False when dropped (on_full='drop').
+
+        ``wake=False``: leave the item to the worker's next round (within ``flush_secs / 2``)
+        unless the queue holds over :data:`LAZY_BYTES_SHARE` of its bound. For payloads that
+        MXNet is still copying when they are queued (a handler's histograms, every batch): read
+        at once, each one made the worker wait for MXNet's engine (a ``WaitForVar`` operation on
+        its worker thread, two thread wake-ups); a round later the copies are done."""
         if self._thread is None:
             self._start()
         nbytes = item.nbytes
         if nbytes:
-            if not self._make_room(nbytes):
-                return False
+            if wake or not self._fits(nbytes, False):
+                if not self._make_room(nbytes):
+                    return False
             with self._space:
                 self._big_bytes += nbytes
         self._q.append(item)
         if self.closed:
             self._late(item)
-        self._wake.set()
+        if wake or self._big_bytes > self.max_queue_bytes // LAZY_BYTES_SHARE:
+            self._wake.set()
         return True
 
     def queued_bytes(self) -> int:

@@ -115,3 +115,42 @@ def test_a_dropped_profile_returns_no_path(tmp_path, held_writer_thread):
     assert kept == "plugins/profile/room/h.xplane.pb" and (tmp_path / kept).stat().st_size > 0
     assert not (tmp_path / "plugins" / "profile" / "full").exists()
     assert readback.scalars(str(tmp_path), ".", "gluon_tb/dropped_events")[-1][1] == 1
+
+
+def test_a_histogram_group_queued_without_waking_is_written_at_the_workers_next_round(tmp_path, monkeypatch):
+    """``wake=False`` (what a handler passes every batch, so that MXNet has copied the arrays by
+    the time they are read): the worker is not woken, and it writes the group at its next round,
+    within ``flush_secs / 2``, with no flush. Past 1/``LAZY_BYTES_SHARE`` of the bound it is woken."""
+    import time
+
+    built = []
+    real = histogram.build_histograms
+    monkeypatch.setattr(histogram, "build_histograms", lambda tag, group: built.append(time.monotonic())
+                        or real(tag, group))
+    w = SummaryWriter(tmp_path, flush_secs=1.0, max_queue_bytes=8 * MiB)
+    w.add_scalar("s", 1.0, 0)
+    w.flush()  # the worker has just drained: its next round is up to 0.5 s away
+    t0 = time.monotonic()
+    w._add_histograms_known({"h": np.arange(10.0)}, None, 0, wake=False)
+    assert not w._p._wake.is_set()
+    deadline = t0 + 5
+    while not built and time.monotonic() < deadline:
+        time.sleep(0.01)
+    # at the round that follows the flush's, 0.5 s after it: not at once, and not later
+    assert built and 0.1 <= built[0] - t0 <= 0.5 + 0.4  # (slack for a busy machine)
+
+    def steps(tag):
+        try:
+            return [e.step for e in readback.tensor_events(str(tmp_path), ".", tag)]
+        except KeyError:  # not on disk yet
+            return []
+
+    while not steps("h") and time.monotonic() < deadline:
+        time.sleep(0.01)  # written without a flush
+    assert steps("h") == [0]
+    big = np.ones((2 * MiB) // 4, np.float32)  # 2 MiB: over 1/8 of the 8 MiB bound
+    w.flush()
+    w._add_histograms_known({"big": big}, None, 1, wake=False)
+    assert w._p._wake.is_set() or len(built) == 2  # woken (or already taken by the woken worker)
+    w.close()
+    assert steps("big") == [1]
