@@ -8,6 +8,7 @@ function's output with TensorBoard's own generated classes.
 from __future__ import annotations
 
 import struct
+import sys
 from typing import Iterable, Mapping, Optional, Sequence
 
 import numpy as np
@@ -24,6 +25,8 @@ from .wire import (
     f_varint,
     varint,
 )
+
+_LITTLE = sys.byteorder == "little"
 
 # tensorflow DataType enum values
 DT_FLOAT, DT_DOUBLE, DT_INT32, DT_UINT8, DT_STRING, DT_INT64, DT_BOOL, DT_HALF = 1, 2, 3, 4, 7, 9, 10, 19
@@ -146,6 +149,37 @@ def histogram(
         + f_packed_doubles(6, bucket_limit)
         + f_packed_doubles(7, bucket)
     )
+
+
+def trimmed_histogram_py(min: float, max: float, num: float, sum: float, sum_squares: float,
+                         right_edges: np.ndarray, counts: np.ndarray) -> bytes:
+    """:func:`histogram` of the buckets from the first non-zero count to the last (none when
+    every count is zero): what a histogram summary writes."""
+    nz = np.flatnonzero(counts)
+    if nz.size:
+        start, end = int(nz[0]), int(nz[-1]) + 1
+        counts, right_edges = counts[start:end], right_edges[start:end]
+    else:
+        counts, right_edges = counts[:0], right_edges[:0]
+    return histogram(min, max, num, sum, sum_squares, right_edges, np.asarray(counts, dtype=np.float64))
+
+
+try:  # the optional C kernel (_fastframe.c): the same bytes, without numpy's per-call costs
+    from ._fastframe import trimmed_histogram as _trimmed_histogram_c
+except ImportError:  # pragma: no cover - depends on the build
+    _trimmed_histogram_c = None
+_F8, _I8 = np.dtype(np.float64), np.dtype(np.int64)
+
+
+def trimmed_histogram(min: float, max: float, num: float, sum: float, sum_squares: float,
+                      right_edges: np.ndarray, counts: np.ndarray) -> bytes:
+    """:func:`trimmed_histogram_py`, in C for float64 edges and int64 counts (little-endian hosts)."""
+    if _trimmed_histogram_c is not None and _LITTLE and type(right_edges) is np.ndarray and \
+            type(counts) is np.ndarray and right_edges.dtype == _F8 and counts.dtype == _I8 and \
+            right_edges.shape == counts.shape and right_edges.ndim == 1 and \
+            right_edges.flags.c_contiguous and counts.flags.c_contiguous:
+        return _trimmed_histogram_c(min, max, num, sum, sum_squares, right_edges, counts)
+    return trimmed_histogram_py(min, max, num, sum, sum_squares, right_edges, counts)
 
 
 def image(height: int, width: int, colorspace: int, encoded: bytes) -> bytes:

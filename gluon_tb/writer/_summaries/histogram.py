@@ -236,14 +236,9 @@ def _build(tag: str, payload: HistogramPayload) -> bytes:
     if fast is None:
         counts, right_edges = bucket_counts(x, finite, orig, payload.bins)
         total, total_sq = sums(finite)
-    nz = np.flatnonzero(counts)
-    if nz.size:
-        start, end = int(nz[0]), int(nz[-1]) + 1
-        counts, right_edges = counts[start:end], right_edges[start:end]
-    else:  # every finite value outside user-given edges
-        counts, right_edges = counts[:0], right_edges[:0]
-    histo = _proto.histogram(lo, hi, float(n_finite), total, total_sq,
-                             right_edges, counts.astype(np.float64))
+    # the buckets from the first non-empty one to the last (none: every finite value was
+    # outside user-given edges)
+    histo = _proto.trimmed_histogram(lo, hi, float(n_finite), total, total_sq, right_edges, counts)
     return _proto.value(tag, histo=histo)
 
 

@@ -137,3 +137,34 @@ def test_package_never_imports_protobuf():
                          cwd=root)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("events.out.tfevents")
+
+
+@given(st.lists(st.integers(0, 3), min_size=0, max_size=40), st.integers(0, 1 << 40),
+       st.floats(allow_nan=False, width=64), st.floats(allow_nan=False, width=64))
+def test_trimmed_histogram_in_c_writes_the_python_bytes(counts, big, lo, hi):
+    """The C encoder of a histogram's non-zero span (``_fastframe.trimmed_histogram``): the same
+    bytes as the Python one, for zero runs at either end, no non-zero count at all, and counts
+    beyond float32's exact integers; TensorBoard's own classes read the span back."""
+    from gluon_tb.writer._format import _fastframe
+
+    c = np.array(counts + [0, big] if counts else [], dtype=np.int64)
+    edges = np.cumsum(np.linspace(0.5, 2.0, c.size)) if c.size else np.zeros(0)
+    args = (lo, hi, float(c.sum()), 1.25, 3.5, edges, c)
+    got = _fastframe.trimmed_histogram(*args)
+    assert got == _proto.trimmed_histogram_py(*args)
+    assert _proto.trimmed_histogram(*args) == got
+    h = summary_pb2.HistogramProto.FromString(got)
+    nz = np.flatnonzero(c)
+    span = slice(nz[0], nz[-1] + 1) if nz.size else slice(0, 0)
+    assert list(h.bucket) == [float(x) for x in c[span]] and list(h.bucket_limit) == list(edges[span])
+    assert (h.min, h.max, h.num) == (lo, hi, float(c.sum()))
+
+
+def test_trimmed_histogram_refuses_arrays_of_other_types_by_name():
+    from gluon_tb.writer._format import _fastframe
+
+    with pytest.raises(TypeError, match="right_edges must be float64 and counts int64"):
+        _fastframe.trimmed_histogram(0.0, 1.0, 2.0, 1.0, 1.0, np.zeros(2), np.zeros(2, np.int32))
+    # the Python entry point takes them, through the Python encoder
+    assert _proto.trimmed_histogram(0.0, 1.0, 2.0, 1.0, 1.0, np.ones(2), np.array([0, 2], np.int32)) == \
+        _proto.trimmed_histogram_py(0.0, 1.0, 2.0, 1.0, 1.0, np.ones(2), np.array([0, 2], np.int64))
