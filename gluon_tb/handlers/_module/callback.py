@@ -366,12 +366,12 @@ class TensorBoardCallback:
             g = module._exec_group  # the executors' weights (device 0), no host copy
             arrays = {f"weights/{n}": sampled(ws[0], self._sample)
                       for n, ws in zip(g.param_names, g.param_arrays) if self._want(n)}
-            if arrays:
-                self._out.call(TRAIN_BATCH, SummaryWriter.add_histograms, arrays, k)
+            if arrays:  # read at the writer's next round, when MXNet has copied them (no wake-up)
+                self._out.call(TRAIN_BATCH, SummaryWriter._add_histograms_known, arrays, None, k, wake=False)
         grads, params, trainer = module_gradients(module, self._want)
         if grads:  # the batch's gradients: summed over devices, as backward left them (one event)
-            self._out.call(TRAIN_BATCH, SummaryWriter.add_histograms,
-                           {f"gradients/{n}": sampled(g, self._sample) for n, g in grads}, k)
+            self._out.call(TRAIN_BATCH, SummaryWriter._add_histograms_known,
+                           {f"gradients/{n}": sampled(g, self._sample) for n, g in grads}, None, k, wake=False)
         if self._parts.health:
             self._parts.health.observe(k, grads, params)
             self._parts.health.finish(trainer)
