@@ -145,10 +145,10 @@ class SummaryWriter(WriterBase):
         """``add_histograms`` of NDArrays whose ``(shape, dtype, context)`` the caller knows, by tag
         (a handler, from the parameters): reading them is a call into MXNet each. ``private``: tags
         whose NDArray is the caller's own new array (a sample), never written again: one on the
-        CPU is read as it is, not copied. ``wake=False`` (a handler, every batch): the group does
-        not wake the writer's worker; it is read at the worker's next round (within
-        ``flush_secs / 2``), when MXNet has copied it, instead of the worker waiting for MXNet's
-        engine at every call."""
+        CPU is read as it is, not copied. ``wake=False`` (a handler, every batch): the writer's
+        worker reads the group 0.1 s later at the earliest, when MXNet has copied it, with the
+        groups queued meanwhile, instead of waiting for MXNet's engine at every call
+        (``Pipeline.put``)."""
         from ._summaries.histogram import build_histograms, capture_histograms
 
         self._check()

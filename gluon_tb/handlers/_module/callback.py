@@ -366,7 +366,7 @@ class TensorBoardCallback:
             g = module._exec_group  # the executors' weights (device 0), no host copy
             arrays = {f"weights/{n}": sampled(ws[0], self._sample)
                       for n, ws in zip(g.param_names, g.param_arrays) if self._want(n)}
-            if arrays:  # read at the writer's next round, when MXNet has copied them (no wake-up)
+            if arrays:  # read by the writer a little later, when MXNet has copied them
                 self._out.call(TRAIN_BATCH, SummaryWriter._add_histograms_known, arrays, None, k, wake=False)
         grads, params, trainer = module_gradients(module, self._want)
         if grads:  # the batch's gradients: summed over devices, as backward left them (one event)

@@ -5,8 +5,8 @@ wake-up for scalars); the worker (``worker.py``) wakes every ``flush_secs / 2`` 
 when enough has queued, drains everything in one go, builds and frames the
 events and writes each run's records with one ``os.write``. Other items wake it at
 once, except those queued with ``put(wake=False)``: a handler's histograms of every
-batch, which MXNet is still copying when they are queued, wait for the worker's next
-round (or for 1/``LAZY_BYTES_SHARE`` of the bound to fill), by when the copies are done. ``flush()`` puts a
+batch, which MXNet is still copying when they are queued; for those the worker waits
+0.1 s before it drains, by when the copies are done (``put``). ``flush()`` puts a
 marker in the queue and waits until the worker has written everything before it.
 
 Every producer method is safe from several threads at once, beside ``flush`` and
@@ -48,8 +48,10 @@ __all__ = ["Pipeline", "WriterClosedError", "DEFAULT_MAX_QUEUE_BYTES", "DEFAULT_
 DEFAULT_WORKER_NICE = BACKGROUND_NICE
 
 
-#: a ``put(wake=False)`` wakes the worker all the same once the queue holds over 1/this of its bound
+#: a ``put(wake=False)`` wakes the worker at once all the same when the queue holds over 1/this
+#: of its bound, or over LAZY_MAX_BYTES
 LAZY_BYTES_SHARE = 8
+LAZY_MAX_BYTES = 32 << 20
 
 
 class WriterClosedError(RuntimeError):
@@ -98,6 +100,7 @@ class Pipeline:
     def _reset_runtime(self, reported: int) -> None:
         self._q: collections.deque = collections.deque()
         self._wake = threading.Event()
+        self._lazy = threading.Event()  # a put(wake=False) woke the worker, which waits a little (worker.py)
         self._space = threading.Condition(threading.Lock())
         # closing, drop counts, worker errors and every write of _check_at. Re-entrant: a
         # SIGTERM handler closes writers on the thread it interrupted, which may hold it.
@@ -111,7 +114,7 @@ class Pipeline:
         self.error: Optional[BaseException] = None
         # new event files too: after a fork the child never writes the parent's
         self._worker = Worker(self._q, self._wake, self._finished, self._output, self,
-                              self.flush_secs, self.nice, reported)
+                              self.flush_secs, self.nice, reported, self._lazy)
 
     # ------------------------------------------------------------ producer side
     # Several threads may call every producer method at once. The rules that make that safe:
@@ -158,11 +161,13 @@ class Pipeline:
     def put(self, item: Union[Summary, Action], wake: bool = True) -> bool:
         """Queue a non-scalar item; False when dropped (on_full='drop').
 
-        ``wake=False``: leave the item to the worker's next round (within ``flush_secs / 2``)
-        unless the queue holds over :data:`LAZY_BYTES_SHARE` of its bound. For payloads that
-        MXNet is still copying when they are queued (a handler's histograms, every batch): read
-        at once, each one made the worker wait for MXNet's engine (a ``WaitForVar`` operation on
-        its worker thread, two thread wake-ups); a round later the copies are done."""
+        ``wake=False``: for payloads that MXNet is still copying when they are queued (a
+        handler's histograms, every batch). Read at once, each made the worker wait for MXNet's
+        engine (a ``WaitForVar`` operation on the engine's worker thread, two thread wake-ups);
+        so the worker is woken only for the first such item since its last drain, and then
+        waits ``worker.LAZY_DELAY`` (0.1 s, at most ``flush_secs / 4``) before it drains: the
+        copies are done by then, and the items of several batches are read in one round. Past
+        1/:data:`LAZY_BYTES_SHARE` of the bound (or :data:`LAZY_MAX_BYTES`) it is woken at once."""
         if self._thread is None:
             self._start()
         nbytes = item.nbytes
@@ -175,7 +180,10 @@ class Pipeline:
         self._q.append(item)
         if self.closed:
             self._late(item)
-        if wake or self._big_bytes > self.max_queue_bytes // LAZY_BYTES_SHARE:
+        if wake or self._big_bytes > min(self.max_queue_bytes // LAZY_BYTES_SHARE, LAZY_MAX_BYTES):
+            self._wake.set()
+        elif not self._lazy.is_set():  # the first since the worker's last drain
+            self._lazy.set()
             self._wake.set()
         return True
 

@@ -48,6 +48,9 @@ from .sink import Sink
 log = logging.getLogger("gluon_tb")
 
 _BATCH = 2048  # most items the worker takes per round (then it looks whether to step aside)
+#: woken by an item queued with put(wake=False) (a handler's histograms, which MXNet is still
+#: copying), the worker waits this long first (at most flush_secs / 4), unless woken again
+LAZY_DELAY = 0.1
 DROPPED_TAG = "gluon_tb/dropped_events"
 _prefixes: Dict[str, bytes] = {}  # tag -> constant part of its scalar events
 
@@ -84,9 +87,11 @@ class Worker:
 
     def __init__(self, q: Deque[Any], wake: threading.Event, finished: threading.Event,
                  output: Output, owner: Owner, flush_secs: float, nice: Optional[int],
-                 reported: int = 0) -> None:
+                 reported: int = 0, lazy: Optional[threading.Event] = None) -> None:
         self._q = q
         self._wake = wake
+        # set with ``wake`` by a put(wake=False): wait LAZY_DELAY before draining (see run)
+        self._lazy = lazy if lazy is not None else threading.Event()
         self._finished = finished
         self._output = output
         self._owner = owner
@@ -107,9 +112,13 @@ class Worker:
         if self.nice:
             batch_scheduling()  # but does not preempt training's threads when it wakes
         try:
+            delay = min(LAZY_DELAY, self.flush_secs / 4)
             while True:
                 self._wake.wait(self.flush_secs / 2)
                 self._wake.clear()
+                if self._lazy.is_set():  # woken for items MXNet may still be copying: give it
+                    self._wake.wait(delay)  # time (a flush, close or other item cuts it short)
+                self._lazy.clear()  # before draining: a lazy item queued meanwhile wakes us again
                 with self._drain_lock:
                     if self._finished.is_set():  # the catch-up thread met the stop marker
                         return

@@ -117,27 +117,29 @@ def test_a_dropped_profile_returns_no_path(tmp_path, held_writer_thread):
     assert readback.scalars(str(tmp_path), ".", "gluon_tb/dropped_events")[-1][1] == 1
 
 
-def test_a_histogram_group_queued_without_waking_is_written_at_the_workers_next_round(tmp_path, monkeypatch):
+def test_histogram_groups_queued_lazily_are_read_a_little_later_in_one_round(tmp_path, monkeypatch):
     """``wake=False`` (what a handler passes every batch, so that MXNet has copied the arrays by
-    the time they are read): the worker is not woken, and it writes the group at its next round,
-    within ``flush_secs / 2``, with no flush. Past 1/``LAZY_BYTES_SHARE`` of the bound it is woken."""
+    the time they are read): the first such group wakes the worker, which waits ``LAZY_DELAY``
+    before it drains; groups queued while it waits do not wake it again; past the bytes' cap one
+    does. All are written without a flush, long before the worker's own round (2 s here)."""
     import time
+
+    from gluon_tb.writer._io import worker
 
     built = []
     real = histogram.build_histograms
-    monkeypatch.setattr(histogram, "build_histograms", lambda tag, group: built.append(time.monotonic())
+    monkeypatch.setattr(histogram, "build_histograms", lambda tag, group: built.append((tag, time.monotonic()))
                         or real(tag, group))
-    w = SummaryWriter(tmp_path, flush_secs=1.0, max_queue_bytes=8 * MiB)
+    monkeypatch.setattr(pipeline, "LAZY_MAX_BYTES", 1 * MiB)
+    w = SummaryWriter(tmp_path, flush_secs=4.0)
     w.add_scalar("s", 1.0, 0)
-    w.flush()  # the worker has just drained: its next round is up to 0.5 s away
+    w.flush()  # the worker has just drained: its own round is 2 s away
+    p = w._p
     t0 = time.monotonic()
-    w._add_histograms_known({"h": np.arange(10.0)}, None, 0, wake=False)
-    assert not w._p._wake.is_set()
-    deadline = t0 + 5
-    while not built and time.monotonic() < deadline:
-        time.sleep(0.01)
-    # at the round that follows the flush's, 0.5 s after it: not at once, and not later
-    assert built and 0.1 <= built[0] - t0 <= 0.5 + 0.4  # (slack for a busy machine)
+    w._add_histograms_known({"a": np.arange(10.0)}, None, 0, wake=False)
+    assert p._lazy.is_set()  # the worker is woken, and waits LAZY_DELAY
+    w._add_histograms_known({"b": np.arange(10.0)}, None, 0, wake=False)  # read in the same round
+    deadline = t0 + 10
 
     def steps(tag):
         try:
@@ -145,12 +147,21 @@ def test_a_histogram_group_queued_without_waking_is_written_at_the_workers_next_
         except KeyError:  # not on disk yet
             return []
 
-    while not steps("h") and time.monotonic() < deadline:
+    while len(built) < 2 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert [t for t, _ in built] == ["a", "b"]
+    assert worker.LAZY_DELAY * 0.8 <= built[0][1] - t0 <= 1.5  # after the delay, not at the round
+    while not (steps("a") and steps("b")) and time.monotonic() < deadline:
         time.sleep(0.01)  # written without a flush
-    assert steps("h") == [0]
-    big = np.ones((2 * MiB) // 4, np.float32)  # 2 MiB: over 1/8 of the 8 MiB bound
-    w.flush()
-    w._add_histograms_known({"big": big}, None, 1, wake=False)
-    assert w._p._wake.is_set() or len(built) == 2  # woken (or already taken by the woken worker)
+    assert steps("a") == steps("b") == [0]
+    p._lazy.set()  # as while the worker waits: a small group does not wake it, a large one does
+    w._add_histograms_known({"c": np.arange(10.0)}, None, 1, wake=False)
+    assert not p._wake.is_set()
+    w._add_histograms_known({"big": np.ones((2 * MiB) // 4, np.float32)}, None, 1, wake=False)  # over the cap
+    assert p._wake.is_set() or len(built) > 2
+    t1 = time.monotonic()
+    while len(built) < 4 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert [t for t, _ in built[2:]] == ["c", "big"] and built[2][1] - t1 <= 1.5
     w.close()
-    assert steps("big") == [1]
+    assert steps("c") == steps("big") == [1]
