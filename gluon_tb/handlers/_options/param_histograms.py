@@ -204,8 +204,10 @@ class ParamHistograms:
                         private.append(tag)
                 else:
                     values[tag] = sampled(a, self._sample)
+            # on a batch schedule, read a little later, when MXNet has copied them (Pipeline.put);
+            # once an epoch, at once, while validation and the epoch's end run
             self._out.call(TRAIN_BATCH, SummaryWriter._add_histograms_known, values, known, step,
-                           private=private, wake=False)
+                           private=private, wake=self._hist.every is None)
         if kind == "gradients" and self._health:
             whole = all(n in meta for n, _ in arrays)
             self._health.observe(step, arrays, dict(self._selected()),

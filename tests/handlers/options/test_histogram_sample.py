@@ -167,3 +167,29 @@ def test_the_sampler_takes_one_operation_for_an_array_it_has_seen():
     sample.forget()
     part, _ = sample(a, (VOCAB, DIM))
     np.testing.assert_array_equal(part.asnumpy(), 2 * np.arange(VOCAB * DIM, dtype=np.float32)[::3])
+
+
+def test_batch_schedules_queue_histograms_lazily_and_epoch_ends_at_once(tmp_path, monkeypatch):
+    """On a batch schedule a group is queued with ``wake=False`` (read a little later, when MXNet
+    has copied it); once an epoch it wakes the writer at once, while validation and the epoch's
+    end run. The samples go as they are (``private``); both runs write every group."""
+    from gluon_tb.writer._io import pipeline
+
+    seen = []
+    real = pipeline.Pipeline.put
+
+    def put(self, item, wake=True):
+        if item.tag.startswith(("gradients/", "weights/")):
+            seen.append((item.tag.split("/")[0], wake))
+        return real(self, item, wake)
+
+    monkeypatch.setattr(pipeline.Pipeline, "put", put)
+    fit(tmp_path / "batch", epochs=1, histogram_period=2, histogram_sample=1000)
+    assert seen and {w for _, w in seen} == {False}
+    per_batch = len(seen)
+    seen.clear()
+    fit(tmp_path / "epoch", epochs=1, histogram_sample=1000)
+    assert seen == [("gradients", True), ("weights", True)]
+    tag = "weights/lm_embedding0_weight"
+    assert len(readback.tensor_events(str(tmp_path / "batch"), "train_batch", tag)) == per_batch // 2
+    assert buckets(tmp_path / "epoch", tag, N // BATCH - 1)[:, 2].sum() == 800
