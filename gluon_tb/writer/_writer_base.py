@@ -111,7 +111,7 @@ class WriterBase:
 
     def _queue(self, tag: str, builder: Any, payload: Any, global_step: Any, walltime: Any,
                run: Optional[str] = None, wake: bool = True) -> None:
-        """``wake=False``: the worker may take it at its next round (``Pipeline.put``)."""
+        """``wake=False``: the worker reads it a little later, with others (``Pipeline.put``)."""
         step = self._step(global_step)
         wall = _time() if walltime is None else check_walltime(walltime)
         self._p.put(Summary(run, tag, builder, payload, step, wall, payload_nbytes(payload)), wake)

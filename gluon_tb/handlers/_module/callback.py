@@ -362,16 +362,19 @@ class TensorBoardCallback:
             self._out.say_once("no-exec", "gluon_tb: this module has no executor group of its own; "
                                "per-batch weights and grad_health are not logged", logging.WARNING)
             return
+        # on a batch schedule, read by the writer a little later, when MXNet has copied them
+        # (Pipeline.put); once an epoch, at once, while validation and the epoch's end run
+        wake_now = self._hist.every is None
         if self._weights and self._hist.every is not None:
             g = module._exec_group  # the executors' weights (device 0), no host copy
             arrays = {f"weights/{n}": sampled(ws[0], self._sample)
                       for n, ws in zip(g.param_names, g.param_arrays) if self._want(n)}
-            if arrays:  # read by the writer a little later, when MXNet has copied them
-                self._out.call(TRAIN_BATCH, SummaryWriter._add_histograms_known, arrays, None, k, wake=False)
+            if arrays:
+                self._out.call(TRAIN_BATCH, SummaryWriter._add_histograms_known, arrays, None, k, wake=wake_now)
         grads, params, trainer = module_gradients(module, self._want)
         if grads:  # the batch's gradients: summed over devices, as backward left them (one event)
             self._out.call(TRAIN_BATCH, SummaryWriter._add_histograms_known,
-                           {f"gradients/{n}": sampled(g, self._sample) for n, g in grads}, None, k, wake=False)
+                           {f"gradients/{n}": sampled(g, self._sample) for n, g in grads}, None, k, wake=wake_now)
         if self._parts.health:
             self._parts.health.observe(k, grads, params)
             self._parts.health.finish(trainer)

@@ -145,6 +145,12 @@ static uint8_t *put_varint(uint8_t *o, uint64_t n) {
     return o;
 }
 
+/* a buffer's struct format without its native-order prefix ("d", "q", ...) */
+static const char *format_code(const Py_buffer *b) {
+    const char *f = b->format ? b->format : "B";
+    return (*f == '<' || *f == '=' || *f == '@') ? f + 1 : f;
+}
+
 static PyObject *trimmed_histogram(PyObject *self, PyObject *args) {
     double lo, hi, num, sum, sq;
     PyObject *oedges, *ocounts;
@@ -154,9 +160,7 @@ static PyObject *trimmed_histogram(PyObject *self, PyObject *args) {
     PyObject *out = NULL;
     if (PyObject_GetBuffer(oedges, &e, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) goto done;
     if (PyObject_GetBuffer(ocounts, &c, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) goto done;
-    const char *ef = e.format ? e.format : "B", *cf = c.format ? c.format : "B";
-    if (*ef == '<' || *ef == '=' || *ef == '@') ef++;
-    if (*cf == '<' || *cf == '=' || *cf == '@') cf++;
+    const char *ef = format_code(&e), *cf = format_code(&c);
     if (e.itemsize != 8 || strcmp(ef, "d") != 0 || c.itemsize != 8 || (strcmp(cf, "q") != 0 && strcmp(cf, "l") != 0) ||
         e.len != c.len) {
         PyErr_SetString(PyExc_TypeError, "right_edges must be float64 and counts int64, of one length");

@@ -87,11 +87,10 @@ class Worker:
 
     def __init__(self, q: Deque[Any], wake: threading.Event, finished: threading.Event,
                  output: Output, owner: Owner, flush_secs: float, nice: Optional[int],
-                 reported: int = 0, lazy: Optional[threading.Event] = None) -> None:
+                 reported: int, lazy: threading.Event) -> None:
         self._q = q
         self._wake = wake
-        # set with ``wake`` by a put(wake=False): wait LAZY_DELAY before draining (see run)
-        self._lazy = lazy if lazy is not None else threading.Event()
+        self._lazy = lazy  # set with ``wake`` by a put(wake=False): wait LAZY_DELAY before draining (run)
         self._finished = finished
         self._output = output
         self._owner = owner

@@ -121,3 +121,29 @@ def test_arguments_checked_up_front():
         TensorBoardCallback("x", on_error="nope")
     with pytest.raises(TypeError, match="weights"):
         TensorBoardCallback("x", weights=1)
+
+
+def test_histograms_on_a_batch_schedule_are_queued_lazily_once_an_epoch_at_once(tmp_path, monkeypatch):
+    """As the Estimator handler: groups of a batch schedule go with ``wake=False`` (read a little
+    later, when MXNet has copied them), the epoch's own ones wake the writer at once; both are written."""
+    from gluon_tb.writer._io import pipeline
+
+    seen = []
+    real = pipeline.Pipeline.put
+
+    def put(self, item, wake=True):
+        if getattr(item, "tag", "").startswith(("gradients/", "weights/")):  # not the graph's Action
+            seen.append((item.tag.split("/")[0], item.step, wake))
+        return real(self, item, wake)
+
+    monkeypatch.setattr(pipeline.Pipeline, "put", put)
+    fit(str(tmp_path / "batch"), histogram_period=2)
+    assert seen and {w for _, _, w in seen} == {False}
+    assert sorted({s for k, s, _ in seen if k == "gradients"}) == [0, 2, 4, 6]
+    seen.clear()
+    fit(str(tmp_path / "epoch"))
+    assert ("gradients", 3, True) in seen and ("gradients", 7, True) in seen
+    assert {w for _, _, w in seen} == {True}
+    for run in ("batch", "epoch"):
+        steps = [e.step for e in readback.tensor_events(str(tmp_path / run), "train_batch", "gradients/fc1_weight")]
+        assert steps == ([0, 2, 4, 6] if run == "batch" else [3, 7])
