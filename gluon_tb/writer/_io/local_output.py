@@ -143,12 +143,22 @@ class LocalOutput:
         staged: List[Tuple[str, str]] = []  # (temporary name, final path)
         made: List[str] = []
         placed: List[str] = []
+        real_dirs: Dict[str, str] = {}  # each directory resolved (and made) once: a projector
+        # writes 2-4 files into one, and every lstat of realpath drops and re-takes the GIL
         try:
             for rel, data in files.items():
-                path = os.path.realpath(os.path.join(root, rel))
-                if os.path.commonpath([root, path]) != root:
+                head, name = os.path.split(os.path.normpath(rel))
+                real_dir = real_dirs.get(head)
+                if real_dir is None:
+                    real_dir = os.path.realpath(os.path.join(root, head))
+                path = os.path.join(real_dir, name)
+                # the file's own name is not resolved: os.replace puts the file in place of a
+                # symlink of that name, never through it
+                if name in ("", os.curdir, os.pardir) or os.path.commonpath([root, path]) != root or path == root:
                     raise ValueError(f"refusing to write outside the log directory: {rel!r}")
-                made += _makedirs(os.path.dirname(path))
+                if head not in real_dirs:
+                    made += _makedirs(real_dir)
+                    real_dirs[head] = real_dir
                 staged.append((write_new_file(path, data, self._file_write), path))
             for tmp, path in staged:
                 os.replace(tmp, path)

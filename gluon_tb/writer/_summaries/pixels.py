@@ -26,21 +26,42 @@ import numpy as np
 from .._common.arrays import to_numpy
 from .._common.checks import describe, is_int, is_real
 
+try:  # the optional C kernels (setup.py builds them where a compiler is found): same values
+    from . import _fastconvert as _fast  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - depends on the build
+    _fast = None
+
 #: zlib level for PNG: level 1 comes within a few per cent of the default level's size in less
 #: time, level 0 does not compress and level 9 takes much longer for nothing more; most of the
 #: time is Pillow's PNG filtering (figures in benchmarks/RESULTS-notes.md).
 PNG_COMPRESS_LEVEL = 1
 
 
+def kernel_input(arr: np.ndarray) -> Optional[np.ndarray]:
+    """``arr`` C-contiguous (copied only if it is not), for the C kernels of ``_fastconvert``; None
+    where they are not built or do not take its dtype (float32 and float64 in native byte order).
+    One kernel call holds the GIL once, where the numpy code releases and re-takes it per call
+    (``_fastconvert.c`` says why that matters)."""
+    if _fast is None or arr.dtype.char not in "fd" or not arr.dtype.isnative:
+        return None
+    return np.ascontiguousarray(arr)
+
+
 def display_range(arr: np.ndarray) -> Optional[Tuple[float, float]]:
     """``None`` when ``arr`` needs no rescaling, else the finite ``(min, max)`` to rescale it by."""
     if arr.dtype.kind != "f" or arr.size == 0:
         return None
-    finite = np.isfinite(arr)
-    vals = arr if finite.all() else arr[finite]
-    if vals.size == 0:
-        return None
-    lo, hi = float(vals.min()), float(vals.max())
+    src = kernel_input(arr)
+    if src is not None:
+        finite, _n, lo, hi = _fast.finite_range(src)
+        if not finite:
+            return None
+    else:
+        ok = np.isfinite(arr)
+        vals = arr if ok.all() else arr[ok]
+        if vals.size == 0:
+            return None
+        lo, hi = float(vals.min()), float(vals.max())
     if (lo >= 0.0 and hi <= 1.0) or hi == lo:
         return None
     return lo, hi
@@ -72,6 +93,12 @@ def checked_uint8(arr: np.ndarray, tag: str) -> np.ndarray:
 def to_uint8(arr: np.ndarray, rescale: Optional[Tuple[float, float]] = None) -> np.ndarray:
     """Apply the module's value policy (see the module docstring); ``rescale``: the ``(min, max)``
     of :func:`display_range`, mapped to ``[0, 1]`` first."""
+    src = kernel_input(arr)
+    if src is not None:
+        lo, hi = rescale if rescale is not None else (0.0, 1.0)
+        out = np.empty(arr.shape, np.uint8)
+        _fast.to_uint8(src, out, rescale is not None, lo, 1.0 / (hi - lo))
+        return out
     if rescale is not None:
         lo, hi = rescale
         with np.errstate(over="ignore", invalid="ignore"):

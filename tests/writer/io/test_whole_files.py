@@ -110,6 +110,27 @@ def test_a_symlink_planted_at_the_temporary_name_is_never_written_through(tmp_pa
         "e/00001/tensors.bytes", "e/00001/metadata.tsv", "e/00001/sprite.png", PROJECTOR_FILENAME}
 
 
+def test_symlinks_in_the_log_directory_never_lead_a_file_outside_it(tmp_path):
+    """A file's own name that is a symlink is replaced (the link, not its target); a directory
+    that is a symlink to outside the log directory is refused, and nothing is written."""
+    logdir, outside = tmp_path / "log", tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious").write_text("precious")
+    out = _local.LocalOutput(str(logdir))
+    (logdir / "d").mkdir(parents=True)
+    os.symlink(outside / "precious", logdir / "d" / "a.txt")
+    out.write_files({"d/a.txt": b"one", "d/b.txt": b"two"})
+    assert (outside / "precious").read_text() == "precious"
+    assert not os.path.islink(logdir / "d" / "a.txt") and (logdir / "d" / "a.txt").read_bytes() == b"one"
+    assert (logdir / "d" / "b.txt").read_bytes() == b"two"
+    os.symlink(outside, logdir / "link")
+    for rel in ("link/c.txt", "d/../../outside/c.txt", "..", ".", "/abs"):
+        with pytest.raises(ValueError, match="outside the log directory"):
+            out.write_files({"d/ok.txt": b"x", rel: b"evil"})
+    assert sorted(os.listdir(outside)) == ["precious"]
+    assert not (logdir / "d" / "ok.txt").exists()  # all or nothing
+
+
 def test_whole_files_are_created_exclusively_with_mode_0644(tmp_path):
     target = tmp_path / "t"
     target.write_text("x")

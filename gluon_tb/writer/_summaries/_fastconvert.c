@@ -1,0 +1,185 @@
+/* Optional C kernels of gluon_tb/writer/_summaries/pixels.py and audio.py: the value conversions of
+ * images and audio clips, each in one pass with the GIL released once.
+ *
+ * Why: the numpy code does the same in 6-10 calls, and each call on a large array releases the GIL
+ * and takes it back. While the training thread runs Python, taking it back means waiting for the
+ * switch interval and then a forced hand-over, which costs the training thread two thread wake-ups
+ * (~50-150 us on a VM) each time: 1.5-2.5 ms a payload (benchmarks/bench_gil.py, the off-CPU
+ * column). Same results as the numpy code, value for value (tests/writer/summaries/test_fastconvert.py).
+ *
+ * finite_range(x) -> (n_finite, n, lo, hi)
+ *     the count of finite values, of all values, and the min and max of the finite ones (0.0, 0.0
+ *     when there are none)
+ * to_uint8(x, out, rescale, lo, scale)
+ *     pixels.to_uint8 of float values: with rescale true, v = ((float)x - (float)lo) * (float)scale,
+ *     else v = (float)x; then f = v * 255 + 0.5 (two float32 operations, as numpy does them), NaN ->
+ *     0, +inf -> 255, -inf -> 0, clipped to [0, 255] and truncated
+ * pcm16(x, out)
+ *     audio.to_pcm16: d = (double)x clipped to [-1, 1], NaN -> 0, rounded half to even (d * 32767)
+ *
+ *   x    a C-contiguous float32 or float64 buffer (any shape: read as its values in order)
+ *   out  a writable C-contiguous buffer of as many uint8 (to_uint8) or int16 (pcm16) values
+ *
+ * Built with -ffp-contract=off (setup.py): a fused multiply-add would round once where numpy rounds
+ * twice. Only Python.h is needed.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+
+/* x's values: 'f' or 'd' (with an optional byte-order prefix of this machine's order) */
+static int float_kind(Py_buffer *b, const char *arg) {
+    const char *f = b->format ? b->format : "B";
+    if (*f == '<' || *f == '=' || *f == '@') f++;
+    if (f[0] == 'f' && f[1] == 0 && b->itemsize == 4) return 4;
+    if (f[0] == 'd' && f[1] == 0 && b->itemsize == 8) return 8;
+    PyErr_Format(PyExc_TypeError, "%s must be float32 or float64 values, got format %.20s", arg,
+                 b->format ? b->format : "B");
+    return 0;
+}
+
+static int get_in(PyObject *o, Py_buffer *b, int *kind) {
+    if (PyObject_GetBuffer(o, b, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return -1;
+    *kind = float_kind(b, "x");
+    if (*kind == 0) {
+        PyBuffer_Release(b);
+        return -1;
+    }
+    return 0;
+}
+
+static int get_out(PyObject *o, Py_buffer *b, Py_ssize_t n, Py_ssize_t itemsize) {
+    if (PyObject_GetBuffer(o, b, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) return -1;
+    if (b->len != n * itemsize) {
+        PyErr_Format(PyExc_ValueError, "out must hold %zd bytes (%zd values), got %zd", n * itemsize, n, b->len);
+        PyBuffer_Release(b);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *finite_range(PyObject *self, PyObject *arg) {
+    Py_buffer b;
+    int kind;
+    if (get_in(arg, &b, &kind) < 0) return NULL;
+    Py_ssize_t n = b.len / kind, finite = 0;
+    double lo = 0.0, hi = 0.0;
+    Py_BEGIN_ALLOW_THREADS
+    if (kind == 4) {
+        const float *x = (const float *)b.buf;
+        float l = INFINITY, h = -INFINITY;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            float v = x[i];
+            if (isfinite(v)) {
+                finite++;
+                if (v < l) l = v;
+                if (v > h) h = v;
+            }
+        }
+        if (finite) { lo = l; hi = h; }
+    } else {
+        const double *x = (const double *)b.buf;
+        double l = INFINITY, h = -INFINITY;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            double v = x[i];
+            if (isfinite(v)) {
+                finite++;
+                if (v < l) l = v;
+                if (v > h) h = v;
+            }
+        }
+        if (finite) { lo = l; hi = h; }
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&b);
+    return Py_BuildValue("(nndd)", finite, n, lo, hi);
+}
+
+static inline uint8_t pixel(float v, int rescale, float lo, float scale) {
+    if (rescale) {
+        v = v - lo;
+        v = v * scale;
+    }
+    float f = v * 255.0f;
+    f = f + 0.5f;
+    if (f != f) return 0;
+    if (f >= 255.0f) return 255;
+    if (f <= 0.0f) return 0;
+    return (uint8_t)f;
+}
+
+static PyObject *to_uint8(PyObject *self, PyObject *args) {
+    PyObject *xo, *oo;
+    int rescale;
+    double lo_d, scale_d;
+    if (!PyArg_ParseTuple(args, "OOpdd", &xo, &oo, &rescale, &lo_d, &scale_d)) return NULL;
+    Py_buffer b, o;
+    int kind;
+    if (get_in(xo, &b, &kind) < 0) return NULL;
+    Py_ssize_t n = b.len / kind;
+    if (get_out(oo, &o, n, 1) < 0) {
+        PyBuffer_Release(&b);
+        return NULL;
+    }
+    float lo = (float)lo_d, scale = (float)scale_d;
+    uint8_t *out = (uint8_t *)o.buf;
+    Py_BEGIN_ALLOW_THREADS
+    if (kind == 4) {
+        const float *x = (const float *)b.buf;
+        for (Py_ssize_t i = 0; i < n; i++) out[i] = pixel(x[i], rescale, lo, scale);
+    } else {
+        const double *x = (const double *)b.buf;
+        for (Py_ssize_t i = 0; i < n; i++) out[i] = pixel((float)x[i], rescale, lo, scale);
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&o);
+    PyBuffer_Release(&b);
+    Py_RETURN_NONE;
+}
+
+static inline int16_t sample(double d) {
+    if (d != d) return 0;
+    if (d > 1.0) d = 1.0;
+    if (d < -1.0) d = -1.0;
+    return (int16_t)nearbyint(d * 32767.0);
+}
+
+static PyObject *pcm16(PyObject *self, PyObject *args) {
+    PyObject *xo, *oo;
+    if (!PyArg_ParseTuple(args, "OO", &xo, &oo)) return NULL;
+    Py_buffer b, o;
+    int kind;
+    if (get_in(xo, &b, &kind) < 0) return NULL;
+    Py_ssize_t n = b.len / kind;
+    if (get_out(oo, &o, n, 2) < 0) {
+        PyBuffer_Release(&b);
+        return NULL;
+    }
+    int16_t *out = (int16_t *)o.buf;
+    Py_BEGIN_ALLOW_THREADS
+    if (kind == 4) {
+        const float *x = (const float *)b.buf;
+        for (Py_ssize_t i = 0; i < n; i++) out[i] = sample((double)x[i]);
+    } else {
+        const double *x = (const double *)b.buf;
+        for (Py_ssize_t i = 0; i < n; i++) out[i] = sample(x[i]);
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&o);
+    PyBuffer_Release(&b);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"finite_range", finite_range, METH_O,
+     "finite_range(x) -> (n_finite, n, lo, hi): the min and max of x's finite float values"},
+    {"to_uint8", to_uint8, METH_VARARGS, "to_uint8(x, out, rescale, lo, scale): pixels.to_uint8 of float values into out"},
+    {"pcm16", pcm16, METH_VARARGS, "pcm16(x, out): audio.to_pcm16 of float values into out (int16)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastconvert",
+                                    "C kernels of gluon_tb's image and audio conversions.", -1, methods};
+
+PyMODINIT_FUNC PyInit__fastconvert(void) { return PyModule_Create(&module); }

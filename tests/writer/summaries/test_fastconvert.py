@@ -1,0 +1,96 @@
+"""The C kernels of ``_fastconvert`` give the numpy code's values exactly: pixels (range, uint8,
+with and without rescaling) and audio samples; the WAV header is the one Python's ``wave`` writes."""
+import io
+import wave
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from gluon_tb.writer._summaries import audio, pixels
+
+fast = pixels._fast
+needs_kernel = pytest.mark.skipif(fast is None, reason="the optional C kernel is not built")
+
+SPECIAL = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, 0.5 / 255, 1 / 255, 254.5 / 255, 1e-45, 3e38, -3e38, 0.5 / 32767,
+           1.5 / 32767, -0.5 / 32767, 1.0000001, -1.0000001]
+
+
+def numpy_only(fn, *args):
+    """``fn`` with the C kernel hidden: the numpy code's result."""
+    saved = pixels._fast, audio._fast
+    pixels._fast = audio._fast = None
+    try:
+        return fn(*args)
+    finally:
+        pixels._fast, audio._fast = saved
+
+
+def arrays(dtype):
+    special = [float(dtype(v)) for v in SPECIAL]  # each exactly representable in dtype
+    values = st.one_of(st.floats(width=32 if dtype == np.float32 else 64), st.sampled_from(special))
+    return hnp.arrays(dtype, hnp.array_shapes(min_dims=1, max_dims=3, max_side=40), elements=values)
+
+
+@needs_kernel
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from([np.float32, np.float64]).flatmap(arrays), st.booleans())
+def test_pixels_equal_numpy(x, transposed):
+    if transposed:
+        x = x.T  # not C-contiguous
+    rng = pixels.display_range(x)
+    assert rng == numpy_only(pixels.display_range, x)
+    for r in (rng, None):
+        got, want = pixels.to_uint8(x, r), numpy_only(pixels.to_uint8, x, r)
+        assert got.dtype == want.dtype == np.uint8 and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+
+
+@needs_kernel
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from([np.float32, np.float64]).flatmap(arrays))
+def test_pcm16_equal_numpy(x):
+    got, want = audio.to_pcm16(x), numpy_only(audio.to_pcm16, x)
+    assert got.dtype == want.dtype == np.dtype("<i2") and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+
+
+def test_rounding_half_to_even_and_edges():
+    x = np.array([0.5 / 32767, 1.5 / 32767, 2.5 / 32767, -0.5 / 32767, 2.0, -2.0, np.nan, np.inf, -np.inf])
+    assert audio.to_pcm16(x).tolist() == [0, 2, 2, 0, 32767, -32767, 0, 32767, -32767]
+    px = np.array([np.nan, np.inf, -np.inf, -0.1, 1.1, 0.5 / 255, 0.49 / 255], np.float32)
+    assert pixels.to_uint8(px).tolist() == [0, 255, 0, 0, 255, 1, 0]
+
+
+def wave_module_bytes(frames: np.ndarray, sample_rate: float) -> bytes:
+    buf = io.BytesIO()
+    with wave.open(buf, "wb") as w:
+        w.setnchannels(frames.shape[1])
+        w.setsampwidth(2)
+        w.setframerate(int(round(sample_rate)))
+        w.setnframes(frames.shape[0])
+        w.writeframes(np.ascontiguousarray(frames).tobytes())
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("channels,frames,rate", [(1, 1, 1), (1, 44100, 44100), (2, 7, 22050.4), (2, 1000, 8000.5)])
+def test_wav_bytes_are_the_wave_modules(channels, frames, rate):
+    pcm = np.random.default_rng(channels * frames).integers(-32767, 32768, (frames, channels)).astype("<i2")
+    wav = audio.encode_wav(pcm, rate)
+    assert wav == wave_module_bytes(pcm, rate)
+    with wave.open(io.BytesIO(wav)) as r:
+        assert (r.getnchannels(), r.getnframes(), r.getframerate()) == (channels, frames, int(round(rate)))
+        np.testing.assert_array_equal(np.frombuffer(r.readframes(frames), "<i2").reshape(frames, channels), pcm)
+
+
+@needs_kernel
+def test_kernel_errors_name_what_was_wrong():
+    with pytest.raises(TypeError, match="x must be float32 or float64 values"):
+        fast.finite_range(np.zeros(3, np.int32))
+    with pytest.raises(ValueError, match="out must hold 6 bytes"):
+        fast.pcm16(np.zeros(3, np.float32), np.zeros(2, np.int16))
+    with pytest.raises(ValueError, match="out must hold 3 bytes"):
+        fast.to_uint8(np.zeros(3), np.zeros(4, np.uint8), False, 0.0, 1.0)
+    assert fast.finite_range(np.array([np.nan, np.inf])) == (0, 2, 0.0, 0.0)
