@@ -363,6 +363,9 @@ def test_writer_thread_keeps_normal_priority_and_its_kernels_run_low(tmp_path, w
         # the writer thread does not preempt training's threads when it wakes (SCHED_BATCH)
         policies = {t.name: os.sched_getscheduler(t.native_id) for t in threading.enumerate() if t.native_id in new}
         assert policies["gluon_tb-writer"] == (os.SCHED_OTHER if worker_nice is None else os.SCHED_BATCH)
+        # the catch-up thread, started by the worker (not by the thread that made the writer), before
+        # the worker changed its own scheduling: it stays at the process's
+        assert policies["gluon_tb-writer-catch-up"] == os.SCHED_OTHER, policies
         assert os.getpriority(os.PRIO_PROCESS, 0) == mine
         w.close()
         before = writer_threads()

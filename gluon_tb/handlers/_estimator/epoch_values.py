@@ -198,7 +198,9 @@ def loss_kind(value: Any) -> Optional[str]:
         return "number"
     if isinstance(value, np.ndarray):
         return "numpy" if value.dtype.kind in "biuf" else None
-    if hasattr(value, "detach") and hasattr(value, "context") and hasattr(value, "shape"):
+    # looked up on the type first: on an NDArray, context and shape are properties, and reading
+    # one is a call into MXNet (tens of microseconds while the engine is busy), every batch
+    if all(hasattr(type(value), a) or hasattr(value, a) for a in ("detach", "context", "shape")):
         return "ndarray"
     return None
 
@@ -252,7 +254,8 @@ class LossSum:
         self._fold()
         if self._total is None:
             return self._host / self.count if self.count else float("nan")
-        return (self._total + self._host) / float(self.count)
+        total = self._total + self._host if self._host else self._total  # one operation fewer (each
+        return total / float(self.count)  # costs tens of microseconds while the engine is busy)
 
     def _fold(self) -> None:
         groups: Dict[Tuple[Any, Tuple[int, ...]], List[Any]] = {}

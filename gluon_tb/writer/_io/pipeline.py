@@ -251,13 +251,23 @@ class Pipeline:
     def _start(self, even_closed: bool = False) -> None:
         with self._start_lock:
             if self._thread is None and (even_closed or not self.closed):
-                t = threading.Thread(target=self._worker.run, name="gluon_tb-writer", daemon=True)
-                t.start()
-                self._thread = t
                 c = threading.Thread(target=self._worker.catch_up, name="gluon_tb-writer-catch-up",
                                      daemon=True)
-                c.start()
+                t = threading.Thread(target=self._run_worker, args=(c,), name="gluon_tb-writer", daemon=True)
                 self._catcher = c
+                t.start()
+                self._thread = t
+
+    def _run_worker(self, catcher: threading.Thread) -> None:
+        """The worker thread: starts the catch-up thread, then works. ``Thread.start`` waits until
+        the new thread runs (a hand-over of the GIL, ~0.5 ms on a VM): here the worker waits, not
+        the thread that made the writer (a handler makes its writers inside the first batch). It
+        starts it before the worker lowers its own scheduling, which a new thread would inherit."""
+        try:
+            catcher.start()
+        except RuntimeError:  # pragma: no cover - no thread can be made: the worker writes alone
+            log.warning("gluon_tb: the writer's catch-up thread could not be started")
+        self._worker.run()
 
     def flush(self, timeout: Optional[float] = None, fsync: bool = False) -> bool:
         """Wait until the worker has written everything queued before this call (and, with
