@@ -251,7 +251,8 @@ def scale_sections(only: set, q: bool, vocab: List[int], cfg: Dict[str, str], pb
     if "sweep" in only:
         n_r, r_peer, n_e = (2, 1, 2) if q else (6, 2, 2)
         cfg["sweep"] = (f"Embedding(V, 128) + Dense(10), V = {vocab} ({[sweep_params(v) for v in vocab]} "
-                        f"parameters); paired: {n_r} rounds (tensorboardX {r_peer}) of {n_e} epochs a block; "
+                        f"parameters); paired: {n_r} rounds (30 below 5M parameters; tensorboardX {r_peer}) of "
+                        f"{n_e} epochs a block; gluon_tb 3 processes at 1.0M and 25.6M; "
                         f"peak RSS: one fit of {n_e + 1} epochs in fresh processes, with and without logging")
         log(f"== sweep: {cfg['sweep']}")
         R["sweep"] = {w: [] for w in FIT_WRITERS}
@@ -259,7 +260,9 @@ def scale_sections(only: set, q: bool, vocab: List[int], cfg: Dict[str, str], pb
         for i, v in enumerate(vocab):
             log(f"-- sweep: V = {v}, {sweep_params(v):,} parameters")
             ws = FIT_WRITERS[i % 2:] + FIT_WRITERS[:i % 2]
-            args = {w: ["config=sweep", f"vocab={v}", f"epochs={n_e}", f"rounds={n_r if w == 'gluon_tb' else r_peer}"]
+            # a 1.0M fit takes 0.2 s: 30 rounds there (one process of 6 has read -5% to +21% on the same code)
+            n_rv = n_r if q or sweep_params(v) > 5_000_000 else 30
+            args = {w: ["config=sweep", f"vocab={v}", f"epochs={n_e}", f"rounds={n_rv if w == 'gluon_tb' else r_peer}"]
                     for w in ws}
             # gluon_tb: three processes at the sizes with targets (issue 24: one process has read
             # +3.7% to +16% at 1.0M on the same code)
