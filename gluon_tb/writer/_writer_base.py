@@ -13,7 +13,7 @@ import logging
 import os
 import threading
 import time
-from typing import Any, List, Mapping, Optional, TypeVar, Union
+from typing import Any, List, Mapping, Optional, Sequence, TypeVar, Union
 
 from ._common.checks import MAX_TAG_LEN, as_float, check_step, check_tag, check_walltime, describe
 from ._format import proto as _proto
@@ -219,6 +219,13 @@ class WriterBase:
         if not isinstance(copy, bool):
             raise TypeError(f"copy must be a bool, got {describe(copy)}")
         self._put_scalar(None, tag, mean_of(values, copy), global_step, walltime)
+
+    def _add_fresh_mean(self, tag: str, values: Sequence[Any], global_step: Optional[int],
+                        sizes: Optional[Sequence[int]] = None) -> None:
+        """``add_mean(tag, values, global_step, copy=False)`` for the handlers, which may know each
+        value's count of elements already (``sizes``; reading an NDArray's is a call into MXNet)."""
+        self._check()
+        self._put_scalar(None, check_tag(tag), mean_of(values, False, sizes), global_step, None)
 
     # ------------------------------------------------------------ mxboard extras
     def export_scalars(self, path: str) -> None:

@@ -69,6 +69,19 @@ def test_add_mean_averages_every_element_of_every_array_at_the_call(tmp_path):
     assert [v for _, v in got][4:] == [0.5, 3.0, 1.0]
 
 
+def test_fresh_means_with_known_sizes_read_no_size(tmp_path, monkeypatch):
+    """The handlers' batch_loss: sizes they have read already are not read again (a call into
+    MXNet each); the mean is add_mean's, with and without them."""
+    mx = pytest.importorskip("mxnet")
+    losses = [mx.nd.array([1.0, 2.0, 3.0]), mx.nd.array([10.0])]
+    with SummaryWriter(str(tmp_path)) as w:
+        w._add_fresh_mean("m", losses, 0)  # sizes read here
+        monkeypatch.setattr(mx.nd.NDArray, "size", property(lambda self: pytest.fail("size read")))
+        w._add_fresh_mean("m", losses, 1, [3, 1])
+        w._add_fresh_mean("m", [np.array([4.0, 6.0]), losses[1]], 2, [2, 1])  # numpy parts: their own size
+    assert readback.scalars(str(tmp_path), ".", "m") == [(0, 4.0), (1, 4.0), (2, float(np.float32(20.0 / 3)))]
+
+
 def test_non_finite_scalars_are_logged_as_they_are(tmp_path):
     with SummaryWriter(tmp_path) as w:
         w.add_scalar("x", float("nan"), 0)

@@ -46,6 +46,7 @@ class EpochValues:
         self.worker = Worker()
         self._mean = WorkerMean(self.worker)
         self.final: Dict[str, float] = {}  # "hparams/<run>/epoch_<tag>" -> the last value
+        self.loss_sizes: Optional[List[int]] = None  # the last batch's losses' sizes, where read
         self._val_batches = 0
         self._val_seen: Any = None
         self._val_hooked = False
@@ -87,7 +88,9 @@ class EpochValues:
         self._t0 = time.perf_counter()
 
     def see_batch(self, estimator: Any, losses: Sequence[Any], batch: Any) -> bool:
-        """After the batch's update; returns whether its losses can be averaged (``batch_loss``)."""
+        """After the batch's update; returns whether its losses can be averaged (``batch_loss``).
+        ``loss_sizes`` then holds each loss's count of elements where they were read, else None."""
+        self.loss_sizes = None
         if not self._batches:  # the rate this epoch's first update used
             self._lr = _learning_rate(estimator)
         self._batches += 1
@@ -106,8 +109,7 @@ class EpochValues:
                                "are not logged for such batches", logging.WARNING)
             return False
         if self._own_loss is not None:  # None: the estimator has a loss metric
-            for l, kind in zip(losses, kinds):
-                self._own_loss.add(l, kind)
+            self.loss_sizes = [self._own_loss.add(l, kind) for l, kind in zip(losses, kinds)]
         return True
 
     def epoch_end(self, estimator: Any, epoch: int) -> None:
@@ -232,22 +234,24 @@ class LossSum:
         self._total: Any = None
         self._host = 0.0
 
-    def add(self, loss: Any, kind: Optional[str] = None) -> None:
+    def add(self, loss: Any, kind: Optional[str] = None) -> int:
         """One loss value of a kind :func:`loss_kind` accepts (``kind``: its kind, when known):
-        every element counts once."""
+        every element counts once. Returns its count of elements."""
         kind = kind or loss_kind(loss)
         if kind == "number":
             self._host += float(loss)
-            self.count += 1
+            n = 1
         elif kind == "numpy":
             self._host += float(loss.sum(dtype=np.float64))
-            self.count += int(loss.size)
+            n = int(loss.size)
         else:
             shape = tuple(loss.shape)  # one call into MXNet
-            self._pending.append((loss.detach(), shape))
-            self.count += math.prod(shape)
-            if len(self._pending) >= self.CHUNK:
-                self._fold()
+            self._pending.append((detached(loss), shape))
+            n = math.prod(shape)
+        self.count += n
+        if len(self._pending) >= self.CHUNK:
+            self._fold()
+        return n
 
     def mean(self) -> Any:
         """The mean of every value added so far: a float, or a 1-element NDArray (no host read)."""
@@ -272,6 +276,22 @@ class LossSum:
             else:
                 total = total + part.as_in_context(total.context)
         self._total = total
+
+
+def detached(a: Any) -> Any:
+    """``a.detach()``: for a legacy dense NDArray, without the storage-type read that ``detach``
+    makes for the new handle (one call into MXNet fewer, every batch: the type says it is dense)."""
+    import mxnet as mx
+
+    if type(a) is not mx.nd.NDArray:
+        return a.detach()
+    import ctypes
+
+    from mxnet.base import _LIB, NDArrayHandle, check_call
+
+    handle = NDArrayHandle()
+    check_call(_LIB.MXNDArrayDetach(a.handle, ctypes.byref(handle)))
+    return mx.nd.NDArray(handle)
 
 
 def _add_n(arrays: List[Any]) -> Any:

@@ -269,8 +269,9 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
         usable = self._epochs.see_batch(estimator, losses, batch)
         if self._every.due(k):
             if losses and usable:
-                # copy=False: the loss arrays are fresh outputs
-                self._out.call(TRAIN_BATCH, SummaryWriter.add_mean, "batch_loss", losses, k, copy=False)
+                # copy=False: the loss arrays are fresh outputs; their sizes, where read already
+                self._out.call(TRAIN_BATCH, SummaryWriter._add_fresh_mean, "batch_loss", losses, k,
+                               self._epochs.loss_sizes)
             for tag, v in self._windows.take(estimator.train_metrics, skip_loss=bool(losses) and usable):
                 self._out.call(TRAIN_BATCH, SummaryWriter.add_scalar, f"batch_{tag}", v, k)
         if self._out.muted:  # a worker other than rank 0: only the epoch values are shared

@@ -6,7 +6,7 @@ or a :class:`Mean`), never a host read on the caller's thread.
 """
 from __future__ import annotations
 
-from typing import Any, List
+from typing import Any, List, Optional, Sequence
 
 import numpy as np
 
@@ -41,17 +41,19 @@ class Mean:
         return total / count
 
 
-def mean_of(values: Any, copy: bool = True) -> Any:
-    """Check ``values`` of ``add_mean``; returns a float or a :class:`Mean`."""
+def mean_of(values: Any, copy: bool = True, sizes: Optional[Sequence[int]] = None) -> Any:
+    """Check ``values`` of ``add_mean``; returns a float or a :class:`Mean`. ``sizes``: each
+    value's count of elements, where the caller knows them (an NDArray's is read otherwise)."""
     arrays = values if isinstance(values, (list, tuple)) else [values]
     if not arrays:
         raise ValueError("values must be an array or a non-empty list of arrays, got an empty "
                          f"{type(values).__name__}")
     parts: List[tuple] = []
     total, count = 0.0, 0
-    for a in arrays:
+    for i, a in enumerate(arrays):
         if is_ndarray(a):
-            n = a.size  # every NDArray dtype is numeric: only the size needs a look (a call into MXNet)
+            # every NDArray dtype is numeric: only the size needs a look (a call into MXNet)
+            n = a.size if sizes is None else sizes[i]
             if n == 0:
                 check_mean_part(np.dtype(a.dtype), n, a)
             if not copy and n <= _UNREDUCED_MAX:
