@@ -226,11 +226,10 @@ class SummaryWriter(WriterBase):
         from ._summaries.graph import build_graph, capture_graph
 
         self._check()
-        captured = capture_graph(net, input_shapes=input_shapes)
+        payload = capture_graph(net, input_shapes=input_shapes)
         wall = _time()
 
         def write(sink: Any) -> None:
-            payload = captured.payload()  # calls into MXNet: here, not on the caller's thread
             graph_def = run_builder(build_graph, payload, size=len(payload.symbol_json),
                                     child_from=GRAPH_CHILD_BYTES)
             sink.write_event(_proto.event(wall, 0, graph_def=graph_def))

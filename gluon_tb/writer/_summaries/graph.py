@@ -1,9 +1,10 @@
 """The model graph: an MXNet symbol turned into TensorBoard's ``GraphDef``.
 
-``capture_graph(net)`` runs on the caller's thread: it checks the net and takes its symbol, the
-parameters' shapes and the block tree's prefixes; the symbol's JSON and the shape inference
-(calls into MXNet, about 1 ms for a small net) are left to the writer thread
-(:meth:`CapturedGraph.payload`, which returns plain Python). ``build_graph(payload)`` encodes the ``GraphDef`` with
+``capture_graph(net)`` runs on the caller's thread and does every MXNet call
+(the symbol's JSON, shape inference, the block tree's prefixes); the payload it
+returns is plain Python. Not on the writer thread: MXNet's symbol calls are not safe beside
+the training thread's (a ``tojson`` there while the training thread called
+``mx.profiler.dump`` aborted the process, 2026-11-28). ``build_graph(payload)`` encodes the ``GraphDef`` with
 :mod:`.._format.proto` (the symbol's JSON parsed, the scoped names, the nodes: 35-55 ms of
 pure Python for a ResNet-50); for a symbol JSON of 32 KiB or more (ResNet-18 and up) the
 writer thread runs it in a child process (``_io/child.py``), so it holds no GIL of the
@@ -26,13 +27,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple, cast
+from typing import Any, Dict, List, Mapping, Optional, Tuple, cast
 
 from .._format import proto as _proto
 from .._common.checks import describe, is_int
 from .graph_scopes import scoped_names
 
-__all__ = ["GraphPayload", "CapturedGraph", "capture_graph", "build_graph"]
+__all__ = ["GraphPayload", "capture_graph", "build_graph"]
 
 Shape = Tuple[int, ...]
 
@@ -58,7 +59,7 @@ class GraphPayload:
 
 
 # ---------------------------------------------------------------- caller thread
-def capture_graph(net: Any, *, input_shapes: Any = None) -> "CapturedGraph":
+def capture_graph(net: Any, *, input_shapes: Any = None) -> GraphPayload:
     """Take the graph of a hybridized, already-run Gluon ``HybridBlock`` or of a ``Symbol``.
 
     ``input_shapes`` gives the data inputs' shapes so that every node's output
@@ -97,24 +98,7 @@ def capture_graph(net: Any, *, input_shapes: Any = None) -> "CapturedGraph":
             if p is not None and p.shape is not None and all(d > 0 for d in p.shape):
                 known[name] = tuple(p.shape)
     known.update(_check_input_shapes(input_shapes, list(data)))
-    return CapturedGraph(sym, known, scopes, data_set, param_set)
-
-
-class CapturedGraph(NamedTuple):
-    """A graph as taken on the caller's thread: the Symbol itself (MXNet never changes a Symbol:
-    a net hybridized again makes a new one) and the shapes known for it. Its JSON and the
-    inferred shapes (~1 ms of calls into MXNet for a small net) are worked out by
-    :meth:`payload` on the writer thread."""
-
-    symbol: Any
-    known: Dict[str, Shape]
-    scopes: Optional[Tuple[Tuple[str, str], ...]]
-    data_names: frozenset
-    param_names: frozenset
-
-    def payload(self) -> GraphPayload:
-        return GraphPayload(self.symbol.tojson(), self.scopes, self.data_names, self.param_names,
-                            _infer_shapes(self.symbol, self.known))
+    return GraphPayload(sym.tojson(), scopes, data_set, param_set, _infer_shapes(sym, known))
 
 
 def _block_graph(net: Any) -> Tuple[Any, List[str]]:

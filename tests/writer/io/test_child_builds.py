@@ -226,7 +226,7 @@ def test_small_traces_and_graphs_are_converted_on_the_writer_thread(tmp_path, ch
     net.initialize()
     net.hybridize()
     net(mx.nd.ones((1, 3)))
-    payload = graph_mod.capture_graph(net).payload()
+    payload = graph_mod.capture_graph(net)
     assert len(payload.symbol_json) < _summary_writer.GRAPH_CHILD_BYTES
     with SummaryWriter(str(tmp_path / "run")) as w:
         w.add_profile(str(trace), session="s", host="h")
@@ -258,7 +258,7 @@ def test_a_resnet_graph_is_built_in_a_child_with_the_threads_bytes(resnet, tmp_p
                                                                   without_child):
     if without_child:
         monkeypatch.setattr(sys, "executable", "")
-    payload = graph_mod.capture_graph(resnet, input_shapes=(1, 3, 32, 32)).payload()
+    payload = graph_mod.capture_graph(resnet, input_shapes=(1, 3, 32, 32))
     expected = graph_mod.build_graph(payload)
     with SummaryWriter(str(tmp_path)) as w:
         w.add_graph(resnet, input_shapes=(1, 3, 32, 32))

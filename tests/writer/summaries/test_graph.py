@@ -537,27 +537,3 @@ def test_other_objects_are_refused(tmp_path, bad):
 def test_bad_input_shapes_are_refused(tmp_path, net, shapes_arg, exc, msg):
     with SummaryWriter(str(tmp_path)) as w, pytest.raises(exc, match=msg):
         w.add_graph(net, input_shapes=shapes_arg)
-
-
-def test_json_and_shape_inference_run_on_the_writer_thread(tmp_path, net, monkeypatch):
-    """add_graph takes the symbol on the caller's thread; its JSON and the inferred shapes (calls
-    into MXNet) are worked out on the writer's, and the graph is the same."""
-    import threading
-
-    where = []
-    for name in ("tojson", "infer_shape_partial"):
-        orig = getattr(mx.sym.Symbol, name)
-
-        def spy(self, *a, _orig=orig, _name=name, **k):
-            where.append((_name, threading.current_thread().name))
-            return _orig(self, *a, **k)
-        monkeypatch.setattr(mx.sym.Symbol, name, spy)
-    with SummaryWriter(str(tmp_path / "a")) as w:
-        w.add_graph(net, input_shapes=(2, 5))
-    assert where == [("tojson", "gluon_tb-writer"), ("infer_shape_partial", "gluon_tb-writer")]
-    monkeypatch.undo()
-    with SummaryWriter(str(tmp_path / "b")) as w:
-        w.add_graph(net, input_shapes=(2, 5))
-    got = [raw_events(f) for f in (event_files(str(tmp_path / "a")) + event_files(str(tmp_path / "b")))]
-    graphs = [[e.graph_def for e in evs if e.graph_def] for evs in got]
-    assert graphs[0] and graphs[0] == graphs[1]
