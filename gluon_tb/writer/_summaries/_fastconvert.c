@@ -59,6 +59,34 @@ static int get_out(PyObject *o, Py_buffer *b, Py_ssize_t n, Py_ssize_t itemsize)
     return 0;
 }
 
+/* x (float values) and out (as many values of itemsize bytes): both buffers, or -1 and neither */
+static int get_in_out(PyObject *xo, PyObject *oo, Py_buffer *b, Py_buffer *o, int *kind, Py_ssize_t *n,
+                      Py_ssize_t itemsize) {
+    if (get_in(xo, b, kind) < 0) return -1;
+    *n = b->len / *kind;
+    if (get_out(oo, o, *n, itemsize) < 0) {
+        PyBuffer_Release(b);
+        return -1;
+    }
+    return 0;
+}
+
+/* the count, min and max of the finite values of x (of C type T), into finite, lo and hi */
+#define FINITE_RANGE(T)                                     \
+    do {                                                    \
+        const T *x = (const T *)b.buf;                      \
+        T l = INFINITY, h = -INFINITY;                      \
+        for (Py_ssize_t i = 0; i < n; i++) {                \
+            T v = x[i];                                     \
+            if (isfinite(v)) {                              \
+                finite++;                                   \
+                if (v < l) l = v;                           \
+                if (v > h) h = v;                           \
+            }                                               \
+        }                                                   \
+        if (finite) { lo = l; hi = h; }                     \
+    } while (0)
+
 static PyObject *finite_range(PyObject *self, PyObject *arg) {
     Py_buffer b;
     int kind;
@@ -66,31 +94,10 @@ static PyObject *finite_range(PyObject *self, PyObject *arg) {
     Py_ssize_t n = b.len / kind, finite = 0;
     double lo = 0.0, hi = 0.0;
     Py_BEGIN_ALLOW_THREADS
-    if (kind == 4) {
-        const float *x = (const float *)b.buf;
-        float l = INFINITY, h = -INFINITY;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            float v = x[i];
-            if (isfinite(v)) {
-                finite++;
-                if (v < l) l = v;
-                if (v > h) h = v;
-            }
-        }
-        if (finite) { lo = l; hi = h; }
-    } else {
-        const double *x = (const double *)b.buf;
-        double l = INFINITY, h = -INFINITY;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            double v = x[i];
-            if (isfinite(v)) {
-                finite++;
-                if (v < l) l = v;
-                if (v > h) h = v;
-            }
-        }
-        if (finite) { lo = l; hi = h; }
-    }
+    if (kind == 4)
+        FINITE_RANGE(float);
+    else
+        FINITE_RANGE(double);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&b);
     return Py_BuildValue("(nndd)", finite, n, lo, hi);
@@ -116,12 +123,8 @@ static PyObject *to_uint8(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOpdd", &xo, &oo, &rescale, &lo_d, &scale_d)) return NULL;
     Py_buffer b, o;
     int kind;
-    if (get_in(xo, &b, &kind) < 0) return NULL;
-    Py_ssize_t n = b.len / kind;
-    if (get_out(oo, &o, n, 1) < 0) {
-        PyBuffer_Release(&b);
-        return NULL;
-    }
+    Py_ssize_t n;
+    if (get_in_out(xo, oo, &b, &o, &kind, &n, 1) < 0) return NULL;
     float lo = (float)lo_d, scale = (float)scale_d;
     uint8_t *out = (uint8_t *)o.buf;
     Py_BEGIN_ALLOW_THREADS
@@ -150,12 +153,8 @@ static PyObject *pcm16(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OO", &xo, &oo)) return NULL;
     Py_buffer b, o;
     int kind;
-    if (get_in(xo, &b, &kind) < 0) return NULL;
-    Py_ssize_t n = b.len / kind;
-    if (get_out(oo, &o, n, 2) < 0) {
-        PyBuffer_Release(&b);
-        return NULL;
-    }
+    Py_ssize_t n;
+    if (get_in_out(xo, oo, &b, &o, &kind, &n, 2) < 0) return NULL;
     int16_t *out = (int16_t *)o.buf;
     Py_BEGIN_ALLOW_THREADS
     if (kind == 4) {
