@@ -21,6 +21,7 @@ by the writer thread: nothing waits for a value on the training thread. With sev
 """
 from __future__ import annotations
 
+import ctypes
 import logging
 import math
 import numbers
@@ -285,8 +286,6 @@ def detached(a: Any) -> Any:
 
     if type(a) is not mx.nd.NDArray:
         return a.detach()
-    import ctypes
-
     from mxnet.base import _LIB, NDArrayHandle, check_call
 
     handle = NDArrayHandle()

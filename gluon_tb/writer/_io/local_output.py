@@ -148,15 +148,14 @@ class LocalOutput:
         try:
             for rel, data in files.items():
                 head, name = os.path.split(os.path.normpath(rel))
-                real_dir = real_dirs.get(head)
-                if real_dir is None:
-                    real_dir = os.path.realpath(os.path.join(root, head))
+                new_dir = head not in real_dirs
+                real_dir = os.path.realpath(os.path.join(root, head)) if new_dir else real_dirs[head]
                 path = os.path.join(real_dir, name)
                 # the file's own name is not resolved: os.replace puts the file in place of a
                 # symlink of that name, never through it
                 if name in ("", os.curdir, os.pardir) or os.path.commonpath([root, path]) != root or path == root:
                     raise ValueError(f"refusing to write outside the log directory: {rel!r}")
-                if head not in real_dirs:
+                if new_dir:
                     made += _makedirs(real_dir)
                     real_dirs[head] = real_dir
                 staged.append((write_new_file(path, data, self._file_write), path))

@@ -4,12 +4,11 @@
  * Why: the numpy code does the same in 6-10 calls, and each call on a large array releases the GIL
  * and takes it back. While the training thread runs Python, taking it back means waiting for the
  * switch interval and then a forced hand-over, which costs the training thread two thread wake-ups
- * (~50-150 us on a VM) each time: 1.5-2.5 ms a payload (benchmarks/bench_gil.py, the off-CPU
+ * (~130-280 us measured on a 2-core VM, benchmarks/gil_takes.py) each time: 1.5-2.5 ms a payload (benchmarks/bench_gil.py, the off-CPU
  * column). Same results as the numpy code, value for value (tests/writer/summaries/test_fastconvert.py).
  *
- * finite_range(x) -> (n_finite, n, lo, hi)
- *     the count of finite values, of all values, and the min and max of the finite ones (0.0, 0.0
- *     when there are none)
+ * finite_range(x) -> (n_finite, lo, hi)
+ *     the count of finite values and the min and max of them (0.0, 0.0 when there are none)
  * to_uint8(x, out, rescale, lo, scale)
  *     pixels.to_uint8 of float values: with rescale true, v = ((float)x - (float)lo) * (float)scale,
  *     else v = (float)x; then f = v * 255 + 0.5 (two float32 operations, as numpy does them), NaN ->
@@ -100,7 +99,7 @@ static PyObject *finite_range(PyObject *self, PyObject *arg) {
         FINITE_RANGE(double);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&b);
-    return Py_BuildValue("(nndd)", finite, n, lo, hi);
+    return Py_BuildValue("(ndd)", finite, lo, hi);
 }
 
 static inline uint8_t pixel(float v, int rescale, float lo, float scale) {
@@ -172,7 +171,7 @@ static PyObject *pcm16(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"finite_range", finite_range, METH_O,
-     "finite_range(x) -> (n_finite, n, lo, hi): the min and max of x's finite float values"},
+     "finite_range(x) -> (n_finite, lo, hi): the min and max of x's finite float values"},
     {"to_uint8", to_uint8, METH_VARARGS, "to_uint8(x, out, rescale, lo, scale): pixels.to_uint8 of float values into out"},
     {"pcm16", pcm16, METH_VARARGS, "pcm16(x, out): audio.to_pcm16 of float values into out (int16)"},
     {NULL, NULL, 0, NULL},

@@ -20,12 +20,7 @@ from .._format import proto as _proto
 from .._common.arrays import to_numpy
 from .._common.checks import Number, as_float, describe, is_real
 from .capture import array_nbytes, check_array, snapshot
-from .pixels import kernel_input
-
-try:  # the optional C kernels (setup.py): the same samples in one pass, the GIL released once
-    from . import _fastconvert as _fast  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - depends on the build
-    _fast = None
+from .pixels import _fast, kernel_input  # the optional C kernels: the same samples, the GIL released once
 
 MAX_SAMPLE_RATE = 2**32 - 1  # the WAV header's field
 
@@ -69,7 +64,7 @@ def capture_audio(audio: Any, sample_rate: Number = 44100) -> AudioPayload:
 
 def to_pcm16(arr: np.ndarray) -> np.ndarray:
     """Little-endian int16 samples: clipped to [-1, 1], NaN -> 0, ``round(x * 32767)`` (half to even)."""
-    src = kernel_input(arr) if _fast is not None and np.little_endian else None
+    src = kernel_input(arr) if np.little_endian else None
     if src is not None:
         out = np.empty(arr.shape, "<i2")
         _fast.pcm16(src, out)

@@ -53,7 +53,7 @@ def display_range(arr: np.ndarray) -> Optional[Tuple[float, float]]:
         return None
     src = kernel_input(arr)
     if src is not None:
-        finite, _n, lo, hi = _fast.finite_range(src)
+        finite, lo, hi = _fast.finite_range(src)
         if not finite:
             return None
     else:

@@ -93,4 +93,5 @@ def test_kernel_errors_name_what_was_wrong():
         fast.pcm16(np.zeros(3, np.float32), np.zeros(2, np.int16))
     with pytest.raises(ValueError, match="out must hold 3 bytes"):
         fast.to_uint8(np.zeros(3), np.zeros(4, np.uint8), False, 0.0, 1.0)
-    assert fast.finite_range(np.array([np.nan, np.inf])) == (0, 2, 0.0, 0.0)
+    assert fast.finite_range(np.array([np.nan, np.inf])) == (0, 0.0, 0.0)
+    assert fast.finite_range(np.array([np.nan, 2.0, -np.inf, -3.0], np.float32)) == (2, -3.0, 2.0)
