@@ -365,6 +365,11 @@ def test_writer_thread_keeps_normal_priority_and_its_kernels_run_low(tmp_path, w
     mine = os.getpriority(os.PRIO_PROCESS, 0)
     before = writer_threads()
     w = SummaryWriter(tmp_path, worker_nice=worker_nice)  # the threads start with the writer
+    # from the moment the thread that made it can see it (CI once sampled the worker under
+    # SCHED_OTHER in a fit's first batch, while it was still starting its catch-up thread)
+    at_once = [os.sched_getscheduler(t.native_id) for t in threading.enumerate() if t.name == "gluon_tb-writer"
+               and t.native_id not in before]
+    assert at_once == [os.SCHED_OTHER if worker_nice is None else os.SCHED_BATCH], at_once
     big = np.linspace(-1, 1, KERNEL_MIN_VALUES, dtype=np.float32)
     for step in range(2):
         w.add_scalar("x", float(step), step)

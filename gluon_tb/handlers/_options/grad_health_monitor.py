@@ -139,6 +139,7 @@ class HealthMonitor:
             self._thread = threading.Thread(target=self._read, name="gluon_tb-grad-health", daemon=True,
                                             args=(self._todo, self._ready, self._wake, self._stopping))
             self._thread.start()
+            batch_scheduling(self._thread)  # waking, it does not preempt MXNet's threads
         self._wake.set()
 
     def _stop_reader(self, join: bool) -> None:
@@ -151,7 +152,6 @@ class HealthMonitor:
 
     @staticmethod
     def _read(todo: deque, ready: deque, wake: threading.Event, stopping: threading.Event) -> None:
-        batch_scheduling()
         while True:
             wake.wait()
             wake.clear()

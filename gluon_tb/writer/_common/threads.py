@@ -47,17 +47,23 @@ KERNEL_MIN_VALUES = 1 << 16
 _local = threading.local()
 
 
-def batch_scheduling() -> bool:
-    """Put the calling thread under ``SCHED_BATCH`` (Linux): at its normal nice value it gets its
-    fair share of the CPU (so it never holds the GIL for long off the CPU), but waking, it does
-    not preempt the thread running on its core (an OpenMP thread of MXNet's, whose parallel
-    region would wait for it). True if done; a sandbox that forbids it leaves it as it was."""
+def batch_scheduling(thread: Optional[threading.Thread] = None, batch: bool = True) -> bool:
+    """Put a thread under ``SCHED_BATCH`` (Linux): at its normal nice value it gets its fair share
+    of the CPU (so it never holds the GIL for long off the CPU), but waking, it does not preempt
+    the thread running on its core (an OpenMP thread of MXNet's, whose parallel region would
+    wait for it). ``thread``: a started thread, set by the thread that started it, right after
+    ``start()`` (so that no one who sees the thread sees it at another policy); the calling thread
+    by default. ``batch=False`` puts it back under ``SCHED_OTHER`` (a thread started by one under
+    ``SCHED_BATCH`` inherits it). True if done; a sandbox that forbids it leaves it as it was."""
     if not hasattr(os, "sched_setscheduler") or not hasattr(os, "SCHED_BATCH"):
         return False
+    tid = 0 if thread is None else thread.native_id
+    if tid is None:  # not started
+        return False
     try:
-        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+        os.sched_setscheduler(tid, os.SCHED_BATCH if batch else os.SCHED_OTHER, os.sched_param(0))
         return True
-    except OSError:
+    except OSError:  # forbidden, or the thread already ended
         return False
 
 

@@ -35,7 +35,7 @@ import time
 from typing import Any, Dict, Optional, Union
 
 from .items import Action, ScalarItem, Summary, Sync
-from .._common.threads import BACKGROUND_NICE
+from .._common.threads import BACKGROUND_NICE, batch_scheduling
 from .output import Output
 from .queue_bound import DEFAULT_MAX_QUEUE_BYTES, SCALAR_BOUND, SCALAR_COST
 from .worker import Worker
@@ -256,17 +256,22 @@ class Pipeline:
                 t = threading.Thread(target=self._run_worker, args=(c,), name="gluon_tb-writer", daemon=True)
                 self._catcher = c
                 t.start()
+                if self._worker.nice:  # not preempting training's threads when it wakes, from
+                    batch_scheduling(t)  # the first moment anyone (this thread) can see it
                 self._thread = t
 
     def _run_worker(self, catcher: threading.Thread) -> None:
         """The worker thread: starts the catch-up thread, then works. ``Thread.start`` waits until
         the new thread runs (a hand-over of the GIL, ~0.5 ms on a VM): here the worker waits, not
-        the thread that made the writer (a handler makes its writers inside the first batch). It
-        starts it before the worker lowers its own scheduling, which a new thread would inherit."""
+        the thread that made the writer (a handler makes its writers inside the first batch). The
+        worker's ``SCHED_BATCH`` (set by ``_start``) may be inherited: the catch-up thread is put
+        back under the process's scheduling before the worker writes anything."""
         try:
             catcher.start()
         except RuntimeError:  # pragma: no cover - no thread can be made: the worker writes alone
             log.warning("gluon_tb: the writer's catch-up thread could not be started")
+        else:  # at the process's scheduling, whether or not _start had already changed the worker's
+            batch_scheduling(catcher, batch=False)
         self._worker.run()
 
     def flush(self, timeout: Optional[float] = None, fsync: bool = False) -> bool:

@@ -38,7 +38,7 @@ import time
 from typing import Any, Callable, Deque, Dict, List, Optional, Protocol
 
 from .._common.arrays import host_float
-from .._common.threads import batch_scheduling, niced_kernels
+from .._common.threads import niced_kernels
 from .._format import proto as _proto
 from .._format.record import frame_many
 from .items import Action, ScalarItem, Summary
@@ -108,8 +108,7 @@ class Worker:
     def run(self) -> None:
         """The worker thread."""
         niced_kernels(self.nice)  # this thread holds the GIL: it stays at normal priority
-        if self.nice:
-            batch_scheduling()  # but does not preempt training's threads when it wakes
+        # (under SCHED_BATCH with a nice: set by Pipeline._start, so that it never runs otherwise)
         try:
             delay = min(LAZY_DELAY, self.flush_secs / 4)
             while True:
