@@ -1,8 +1,8 @@
 """Only the optional C kernels; everything else is in pyproject.toml.
 
 All are optional: where they cannot be compiled the package installs anyway, and gluon_tb
-counts histograms, converts pixels and audio samples with numpy and frames records in Python
-(same results, slower). ``-ffp-contract=off``: no fused multiply-adds, so float arithmetic
+counts histograms, converts pixels and audio samples with numpy, frames records and writes
+whole files in Python (same results, slower). ``-ffp-contract=off``: no fused multiply-adds, so float arithmetic
 rounds where numpy's does.
 """
 from setuptools import Extension, setup
@@ -10,4 +10,4 @@ from setuptools import Extension, setup
 setup(ext_modules=[Extension(f"gluon_tb.writer.{pkg}.{name}", [f"gluon_tb/writer/{pkg}/{name}.c"],
                              extra_compile_args=["-O3", "-ffp-contract=off"], optional=True)
                    for pkg, name in (("_summaries", "_fasthist"), ("_summaries", "_fastconvert"),
-                                     ("_format", "_fastframe"))])
+                                     ("_format", "_fastframe"), ("_io", "_fastio"))])

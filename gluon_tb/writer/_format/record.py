@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import struct
 import sys
-from typing import BinaryIO, Iterator
+from typing import BinaryIO, Callable, Iterator, List, Optional
 
 from . import crc32c as _crc32c
 
@@ -50,7 +50,16 @@ try:  # the optional C kernel: the same bytes, a few times faster, without the G
     from ._fastframe import frame_many as _frame_many_c
 except ImportError:  # pragma: no cover - depends on the build
     _frame_many_c = None
-frame_many = _frame_many_c if _frame_many_c is not None and sys.byteorder == "little" else frame_many_py
+try:  # not on Windows
+    from ._fastframe import frame_append as _frame_append_c
+except ImportError:  # pragma: no cover - depends on the build
+    _frame_append_c = None
+_little = sys.byteorder == "little"
+frame_many = _frame_many_c if _frame_many_c is not None and _little else frame_many_py
+#: ``frame_append(fd, records, start) -> int``: the records framed and appended to ``fd`` in one
+#: release of the GIL, -1 if its file was deleted (``_fastframe.c``, ``EventFile.write_records``);
+#: None without the C kernel
+frame_append: Optional[Callable[[int, List[bytes], int], int]] = _frame_append_c if _little else None
 
 
 class CorruptRecordError(ValueError):

@@ -21,6 +21,11 @@ from .._common.checks import NAME_MAX
 from .event_file import EventFile
 from .logdir import make_logdir
 
+try:  # the optional C kernel (POSIX): write_files in one release of the GIL
+    from ._fastio import write_files as _fast_write_files
+except ImportError:  # pragma: no cover - depends on the build
+    _fast_write_files = None
+
 Write = Callable[[int, Any], int]  # os.write's signature: (fd, bytes-like) -> bytes written
 NEW_FILE_FLAGS = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
                   | getattr(os, "O_CLOEXEC", 0))
@@ -48,18 +53,23 @@ def _makedirs(directory: str) -> List[str]:
     return missing[::-1]
 
 
+def _temporary_name(name: str) -> str:
+    """The first-choice temporary name for a file named ``name``: ``<name>.tmp.<pid>.<thread id>``
+    (two writers, one log directory), or ``.tmp.<pid>.<thread id>`` when that would leave no
+    room in a file name for a random part."""
+    tmp = f"{name}.tmp.{os.getpid()}.{threading.get_ident()}"
+    return tmp if len(os.fsencode(tmp)) <= NAME_MAX - 17 else f".tmp.{os.getpid()}.{threading.get_ident()}"
+
+
 def write_new_file(path: str, data: bytes, write: Write = os.write) -> str:
     """Write ``data`` to a new temporary file beside ``path`` and return its name.
 
-    Its name is ``<path>.tmp.<pid>.<thread id>`` (two writers, one log directory), or
-    ``.tmp.<pid>.<thread id>`` beside it when that would not fit in a file name; if that name
-    exists (a leftover, or a planted symlink), the same with a random part added.
-    On any error the temporary file is removed before the error is raised. ``write``: the
-    ``os.write`` every byte goes through.
+    Its name is :func:`_temporary_name`'s; if that name exists (a leftover, or a planted
+    symlink), the same with a random part added. On any error the temporary file is removed
+    before the error is raised. ``write``: the ``os.write`` every byte goes through.
     """
-    base = f"{path}.tmp.{os.getpid()}.{threading.get_ident()}"
-    if len(os.fsencode(os.path.basename(base))) > NAME_MAX - 17:  # no room for the random part
-        base = os.path.join(os.path.dirname(path), f".tmp.{os.getpid()}.{threading.get_ident()}")
+    head, name = os.path.split(path)
+    base = os.path.join(head, _temporary_name(name))
     tmp = base
     for _ in range(100):
         try:
@@ -138,7 +148,14 @@ class LocalOutput:
         renamed into place. On an error every temporary file, every file this call
         already renamed into place and every directory it made are removed, and the
         error is raised.
+
+        With the C kernel (``_fastio.c``) and ``os.write``, all of it is done in one release
+        of the GIL, walking each directory without following a symlink; where that walk
+        meets a symlink or a leftover temporary file, it leaves nothing behind and the
+        Python code below, which resolves symlinks, does it.
         """
+        if _fast_write_files is not None and self._file_write is os.write and self._write_fast(files):
+            return
         root = os.path.realpath(self.logdir)
         staged: List[Tuple[str, str]] = []  # (temporary name, final path)
         made: List[str] = []
@@ -171,3 +188,15 @@ class LocalOutput:
                 except OSError:
                     pass
             raise
+
+    def _write_fast(self, files: Mapping[str, bytes]) -> bool:
+        """``write_files`` by the C kernel; False: not done (nothing left behind)."""
+        entries = []
+        for rel, data in files.items():
+            if os.path.isabs(rel):
+                return False  # refused by the Python code
+            head, name = os.path.split(os.path.normpath(rel))
+            parts = tuple(os.fsencode(p) for p in head.split(os.sep) if p)
+            entries.append((parts, os.fsencode(name), os.fsencode(_temporary_name(name)), data,
+                            os.path.join(self.logdir, rel)))
+        return bool(_fast_write_files(os.fsencode(self.logdir), entries))

@@ -17,7 +17,7 @@ import time
 from typing import TYPE_CHECKING, Dict, List, Mapping, Optional
 
 from .._format import proto as _proto
-from .._format.record import frame, read_records
+from .._format.record import frame, frame_many, read_records
 from .event_file import FILE_VERSION
 from .output import Output
 
@@ -41,6 +41,10 @@ class MemoryEventFile:
             self.data += frame(_proto.event(time.time(), 0, file_version=FILE_VERSION))
             self.path = f"{self._output.location}/{self.run or '.'}/events.memory.{id(self)}"
         self.data += data
+
+    def write_records(self, records: List[bytes]) -> None:
+        """``write(frame_many(records))``."""
+        self.write(frame_many(records))
 
     def sync(self) -> None:
         """Nothing to put on stable storage."""

@@ -12,7 +12,7 @@ or slow disk is an output object handed to the writer, not a patched ``os.write`
 """
 from __future__ import annotations
 
-from typing import Dict, Mapping, Optional, Protocol
+from typing import Dict, List, Mapping, Optional, Protocol
 
 from .._common.checks import is_remote
 from .local_output import LocalOutput
@@ -28,6 +28,9 @@ class EventOutput(Protocol):
 
     def write(self, data: bytes) -> None:
         """Append whole framed records; on error keep nothing torn and raise."""
+
+    def write_records(self, records: List[bytes]) -> None:
+        """Frame ``records`` and append them: ``write(frame_many(records))``."""
 
     def sync(self) -> None:
         """Put what was written on stable storage (``flush(fsync=True)``)."""

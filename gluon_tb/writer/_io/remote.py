@@ -43,7 +43,7 @@ import time
 from typing import Any, Callable, List, Mapping, Optional
 
 from .._format import proto as _proto
-from .._format.record import frame
+from .._format.record import frame, frame_many
 from .event_file import FILE_VERSION, event_file_name, next_number
 from .._common.checks import URL
 from .remote_options import RemoteOptions
@@ -204,6 +204,10 @@ class RemoteEventFile:
     def pending_records(self) -> int:
         """Records buffered and not yet uploaded (safe to call from another thread)."""
         return _count_records(list(self._chunks))
+
+    def write_records(self, records: List[bytes]) -> None:
+        """``write(frame_many(records))``."""
+        self.write(frame_many(records))
 
     def write(self, data: bytes) -> None:
         """Buffer ``data`` (whole framed records); upload a part when ``part_bytes`` are buffered."""

@@ -40,7 +40,6 @@ from typing import Any, Callable, Deque, Dict, List, Optional, Protocol
 from .._common.arrays import host_float
 from .._common.threads import niced_kernels
 from .._format import proto as _proto
-from .._format.record import frame_many
 from .items import Action, ScalarItem, Summary
 from .output import EventOutput, Output
 from .sink import Sink
@@ -283,7 +282,7 @@ class Worker:
             if f is None:
                 f = self.files[run] = self._output.event_file(run)
             try:
-                f.write(frame_many(records))
+                f.write_records(records)
             except Exception as e:
                 self._lost(e, len(records))
 

@@ -1,4 +1,5 @@
 """Record framing and CRC32C, checked against independent implementations."""
+import errno
 import io
 import shutil
 import struct
@@ -144,3 +145,84 @@ def test_c_kernel_frames_large_records_and_rejects_what_is_not_bytes():
     with pytest.raises(TypeError, match="records must be a list of bytes, got str at index 1"):
         _fastframe.frame_many([b"a", "b"])
     assert frame_many is _fastframe.frame_many  # what the writer uses
+
+
+needs_append = pytest.mark.skipif(getattr(_fastframe, "frame_append", None) is None,
+                                  reason="frame_append is not built here (not POSIX)")
+
+
+@needs_append
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.binary(max_size=300), min_size=1, max_size=20), st.binary(max_size=50))
+def test_frame_append_appends_the_bytes_frame_many_makes(tmp_path_factory, records, before):
+    """What EventFile.write_records hands the C kernel: framing, the deleted-file check and the
+    write in one call; the file then holds what frame_many's bytes would have made it."""
+    import os
+
+    path = tmp_path_factory.mktemp("append") / "f"
+    path.write_bytes(before)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    try:
+        assert _fastframe.frame_append(fd, records, len(before)) == len(frame_many(records))
+    finally:
+        os.close(fd)
+    assert path.read_bytes() == before + frame_many(records)
+
+
+@needs_append
+def test_frame_append_writes_nothing_to_a_deleted_file_and_raises_what_write_raised(tmp_path):
+    import os
+
+    path = tmp_path / "f"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    try:
+        os.unlink(path)
+        assert _fastframe.frame_append(fd, [b"abc"], 0) == -1  # deleted: the caller starts a new file
+        assert os.fstat(fd).st_size == 0
+    finally:
+        os.close(fd)
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        with pytest.raises(BrokenPipeError):
+            _fastframe.frame_append(w, [b"abc"], 0)
+    finally:
+        os.close(w)
+    with pytest.raises(OSError) as e:  # a closed descriptor: fstat fails
+        _fastframe.frame_append(w, [b"abc"], 0)
+    assert e.value.errno == errno.EBADF
+    with pytest.raises(TypeError, match="records must be a list of bytes, got str at index 0"):
+        _fastframe.frame_append(0, ["x"], 0)
+
+
+CUT_BACK = """
+import os, resource, signal, sys
+from gluon_tb.writer._format import _fastframe
+from gluon_tb.writer._format.record import frame_many
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
+path = sys.argv[1]
+with open(path, "wb") as f:
+    f.write(b"x" * 500)
+resource.setrlimit(resource.RLIMIT_FSIZE, (1000, resource.RLIM_INFINITY))
+fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+try:
+    _fastframe.frame_append(fd, [b"y" * 300, b"z" * 300], 500)  # the first fits, the second does not
+except OSError as e:
+    print(e.errno, os.fstat(fd).st_size)
+"""
+
+
+@needs_append
+def test_frame_append_cuts_a_failed_write_back_to_the_last_whole_record(tmp_path):
+    """A write that fails halfway (the file-size limit here, a full disk in life) leaves the file
+    as it was before the call, as EventFile._write_all does."""
+    import os
+    import subprocess
+    import sys
+
+    from repo_paths import ROOT
+
+    out = subprocess.run([sys.executable, "-c", CUT_BACK, str(tmp_path / "f")], capture_output=True, text=True,
+                         check=True, env=dict(os.environ, PYTHONPATH=ROOT)).stdout.split()
+    assert out == [str(errno.EFBIG), "500"]
+    assert (tmp_path / "f").read_bytes() == b"x" * 500

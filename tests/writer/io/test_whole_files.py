@@ -184,3 +184,79 @@ def test_a_real_full_disk_leaves_no_temporary_files_holding_space(tiny_tmpfs):
     assert not (logdir / "e").exists()
     assert _free(tiny_tmpfs) >= free_before - 64 * 1024  # the failed files hold no space
     assert readback.scalars(str(logdir), ".", "s") == [(0, 0.0), (1, 1.0)]
+
+
+needs_fastio = pytest.mark.skipif(_local._fast_write_files is None, reason="the C kernel _fastio is not built here")
+
+
+@needs_fastio
+def test_whole_files_are_written_by_the_c_kernel_in_one_call(tmp_path, monkeypatch):
+    """With the kernel built and os.write, the Python file code is not used: one release of the
+    GIL for every file of the step, not 3-4 system calls (each a hand-over) per file."""
+    def refuse(*a, **k):
+        raise AssertionError("the Python path ran")
+
+    monkeypatch.setattr(_local, "write_new_file", refuse)
+    monkeypatch.setattr(_local, "_makedirs", refuse)
+    logdir = tmp_path / "log"
+    logdir.mkdir()
+    out = _local.LocalOutput(str(logdir))
+    out.write_files({"a/b/x.bin": b"\x00x", "a/y.tsv": b"y\n", "z.pbtxt": b"z", "a/b/w": bytearray(b"w")})
+    assert every_file(logdir) == {"a/b/x.bin", "a/y.tsv", "z.pbtxt", "a/b/w"}
+    assert (logdir / "a" / "b" / "x.bin").read_bytes() == b"\x00x" and (logdir / "a" / "b" / "w").read_bytes() == b"w"
+    assert os.stat(logdir / "z.pbtxt").st_mode & 0o777 == 0o644 & ~_umask()
+    out.write_files({"z.pbtxt": b"z2"})  # replaced whole
+    assert (logdir / "z.pbtxt").read_bytes() == b"z2"
+
+
+@needs_fastio
+def test_what_the_c_kernel_leaves_to_python_is_done_the_same_way(tmp_path):
+    """A symlinked directory: inside the log directory it is followed (by the Python code, which
+    resolves it), leading outside it is refused; the directories the kernel made before it met
+    the link are removed first."""
+    logdir, outside = tmp_path / "log", tmp_path / "outside"
+    (logdir / "real").mkdir(parents=True)
+    outside.mkdir()
+    os.symlink(logdir / "real", logdir / "alias")
+    os.symlink(outside, logdir / "away")
+    out = _local.LocalOutput(str(logdir))
+    out.write_files({"new/deep/a": b"1", "alias/b": b"2"})
+    assert (logdir / "real" / "b").read_bytes() == b"2" and os.path.islink(logdir / "alias")
+    assert (logdir / "new" / "deep" / "a").read_bytes() == b"1"
+    with pytest.raises(ValueError, match="outside the log directory"):
+        out.write_files({"made/here/c": b"3", "away/d": b"4"})
+    assert not (logdir / "made").exists() and os.listdir(outside) == []
+
+
+FSIZE = """
+import os, resource, signal, sys
+from gluon_tb.writer._io.local_output import LocalOutput
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
+resource.setrlimit(resource.RLIMIT_FSIZE, (1000, resource.RLIM_INFINITY))
+logdir = sys.argv[1]
+os.makedirs(os.path.join(logdir, "keep"))
+with open(os.path.join(logdir, "keep", "old"), "wb") as f:
+    f.write(b"old")
+try:
+    LocalOutput(logdir).write_files({"keep/old": b"new", "m1/m2/small": b"s", "m1/big": b"b" * 5000})
+except OSError as e:
+    print(e.errno, e.filename)
+"""
+
+
+@needs_fastio
+def test_a_failed_c_write_removes_its_temporary_files_and_the_directories_it_made(tmp_path):
+    """The kernel's own error path (the Python one is tested with a failing os.write above): a
+    write over the file-size limit fails as a full disk does; nothing new is left, the error
+    names the file."""
+    import subprocess
+    import sys
+
+    logdir = tmp_path / "log"
+    from repo_paths import ROOT
+
+    out = subprocess.run([sys.executable, "-c", FSIZE, str(logdir)], capture_output=True, text=True,
+                         check=True, env=dict(os.environ, PYTHONPATH=ROOT)).stdout.split()
+    assert out == [str(errno.EFBIG), os.path.join(str(logdir), "m1/big")]
+    assert every_file(logdir) == {"keep/old"} and (logdir / "keep" / "old").read_bytes() == b"old"
+    assert sorted(os.listdir(logdir)) == ["keep"]
