@@ -30,10 +30,14 @@ try:  # the optional C kernels (setup.py builds them where a compiler is found):
     from . import _fastconvert as _fast  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - depends on the build
     _fast = None
+try:  # where zlib's header was found too
+    from . import _fastpng  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - depends on the build
+    _fastpng = None
 
 #: zlib level for PNG: level 1 comes within a few per cent of the default level's size in less
 #: time, level 0 does not compress and level 9 takes much longer for nothing more; most of the
-#: time is Pillow's PNG filtering (figures in benchmarks/RESULTS-notes.md).
+#: time is the PNG filtering (figures in benchmarks/RESULTS-notes.md).
 PNG_COMPRESS_LEVEL = 1
 
 
@@ -119,7 +123,10 @@ def to_uint8(arr: np.ndarray, rescale: Optional[Tuple[float, float]] = None) -> 
 
 
 def encode_png(hwc: np.ndarray, compress_level: int = PNG_COMPRESS_LEVEL) -> bytes:
-    """PNG bytes of a uint8 H×W×C image (C in 1, 3, 4)."""
+    """PNG bytes of a uint8 H×W×C image (C in 1, 3, 4): by the C kernel ``_fastpng`` where it is
+    built (one release of the GIL; on the same zlib, the bytes Pillow writes), else by Pillow."""
+    if _fastpng is not None:
+        return _fastpng.png(np.ascontiguousarray(hwc), compress_level)
     from PIL import Image
 
     img = Image.fromarray(np.ascontiguousarray(hwc[:, :, 0] if hwc.shape[2] == 1 else hwc))

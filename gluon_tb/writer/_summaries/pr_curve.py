@@ -159,15 +159,20 @@ def _fast_buckets(labels: np.ndarray, predictions: np.ndarray, num_thresholds: i
 
 
 def _curves(tp_buckets: np.ndarray, fp_buckets: np.ndarray) -> np.ndarray:
-    """The ``[6, num_thresholds]`` float32 array of the buckets (each 127-value step holds the GIL:
-    too small for numpy to release it)."""
+    """The ``[6, num_thresholds]`` float32 array of the buckets. Every step is a ufunc on a few
+    hundred values, which numpy runs holding the GIL; a copy (``np.stack``, ``astype``) drops it
+    and takes it back whatever its size, a hand-over each (``_io/_fastio.c``), so the rows are
+    written in place by ufuncs that cast to float32 as ``astype`` does."""
     tp = np.cumsum(tp_buckets[::-1])[::-1]
     fp = np.cumsum(fp_buckets[::-1])[::-1]
     tn = fp[0] - fp
     fn = tp[0] - tp
     precision = tp / np.maximum(_MINIMUM_COUNT, tp + fp)
     recall = tp / np.maximum(_MINIMUM_COUNT, tp + fn)
-    return np.stack((tp, fp, tn, fn, precision, recall)).astype(np.float32)
+    out = np.empty((6, tp.shape[0]), np.float32)
+    for row, values in zip(out, (tp, fp, tn, fn, precision, recall)):
+        np.positive(values, out=row, casting="same_kind")
+    return out
 
 
 def metadata(tag: str, num_thresholds: int, description: str = "") -> bytes:

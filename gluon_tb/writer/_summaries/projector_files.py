@@ -182,21 +182,29 @@ def sprite_png(images: Any, tag: str = "sprite") -> Tuple[bytes, Tuple[int, int]
     arr = to_nchw(arr, "NHW" if arr.ndim == 3 else "NCHW")
     n, c, h, w = arr.shape
     side, th, tw = sprite_layout(n, h, w)
-    sprite = np.zeros((side * th, side * tw, c), np.uint8)
-    wy, wx = _area_weights(h, th), _area_weights(w, tw)
+    # the sprite seen as (grid row, thumb y, grid column, thumb x, channel): each chunk of whole
+    # grid rows is copied into it once, and only the cells no image fills are zeroed (each numpy
+    # copy or calloc of this size drops the GIL and takes it back: a hand-over, see _fastio.c)
+    sprite = np.empty((side * th, side * tw, c), np.uint8)
+    cells = sprite.reshape(side, th, side, tw, c)
+    resize = (th, tw) != (h, w)
+    if resize:
+        wy, wx = _area_weights(h, th), _area_weights(w, tw)
     per_row = side * c * h * w * 4
     chunk = side * max(1, (64 << 20) // per_row)  # whole grid rows, ~64 MiB of float32
     for s in range(0, n, chunk):
         t = to_uint8(np.ascontiguousarray(arr[s:s + chunk]), rng).transpose(0, 2, 3, 1)  # k,h,w,c
-        if (th, tw) != (h, w):
+        if resize:
             t = np.einsum("yh,khwc->kywc", wy, t.astype(np.float32), optimize=True)
             t = np.einsum("xw,kywc->kyxc", wx, t, optimize=True)
             t = np.clip(t + 0.5, 0, 255).astype(np.uint8)
-        k = t.shape[0]
-        rows = -(-k // side)
-        if k < rows * side:
-            t = np.concatenate([t, np.zeros((rows * side - k, th, tw, c), np.uint8)])
-        r0 = s // side
-        sprite[r0 * th:(r0 + rows) * th] = (
-            t.reshape(rows, side, th, tw, c).transpose(0, 2, 1, 3, 4).reshape(rows * th, side * tw, c))
+        k, r0 = t.shape[0], s // side
+        full = k // side
+        cells[r0:r0 + full].transpose(0, 2, 1, 3, 4)[...] = t[:full * side].reshape(full, side, th, tw, c)
+        if k > full * side:  # the last images, part of a grid row
+            cells[r0 + full, :, :k - full * side] = t[full * side:].transpose(1, 0, 2, 3)
+    last_row, last_col = divmod(n, side)
+    if last_row < side:  # the grid is not full
+        cells[last_row, :, last_col:] = 0
+        cells[last_row + 1:] = 0
     return encode_png(sprite), (tw, th)

@@ -189,6 +189,14 @@ def test_a_real_full_disk_leaves_no_temporary_files_holding_space(tiny_tmpfs):
 needs_fastio = pytest.mark.skipif(_local._fast_write_files is None, reason="the C kernel _fastio is not built here")
 
 
+def test_the_whole_file_kernel_is_built():
+    import shutil
+
+    if not (shutil.which("cc") or shutil.which("gcc")) or os.name != "posix":
+        pytest.skip("no C compiler (or not POSIX): the Python code writes whole files")
+    assert _local._fast_write_files is not None, "setup.py should have built gluon_tb/writer/_io/_fastio"
+
+
 @needs_fastio
 def test_whole_files_are_written_by_the_c_kernel_in_one_call(tmp_path, monkeypatch):
     """With the kernel built and os.write, the Python file code is not used: one release of the

@@ -189,3 +189,20 @@ def test_float16_predictions_are_counted_by_numpy(tmp_path):
     labels, preds = rng.random(500) < 0.5, rng.random(500).astype(np.float16)
     assert pr_mod._fast_buckets(labels, preds, 21, None) is None
     np.testing.assert_array_equal(logged(tmp_path, labels, preds, 21), tb_expected(labels, preds, 21))
+
+
+@pytest.mark.parametrize("n", [2, 127, 1000])
+def test_curves_written_in_place_equal_the_stacked_float32_cast(n):
+    """``_curves`` fills its float32 rows with ufuncs (no copy that drops the GIL): the same
+    values, bit for bit, as stacking the float64 curves and casting them with ``astype``."""
+    rng = np.random.default_rng(n)
+    for scale in (1.0, 1e-3, 1e9):
+        tpb, fpb = rng.random(n) * scale, np.round(rng.random(n) * 100)
+        tpb[: n // 3] = 0
+        tp, fp = np.cumsum(tpb[::-1])[::-1], np.cumsum(fpb[::-1])[::-1]
+        tn, fn = fp[0] - fp, tp[0] - tp
+        precision = tp / np.maximum(pr_mod._MINIMUM_COUNT, tp + fp)
+        recall = tp / np.maximum(pr_mod._MINIMUM_COUNT, tp + fn)
+        expected = np.stack((tp, fp, tn, fn, precision, recall)).astype(np.float32)
+        got = pr_mod._curves(tpb, fpb)
+        assert got.dtype == np.float32 and got.tobytes() == expected.tobytes()
