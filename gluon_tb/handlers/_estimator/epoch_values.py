@@ -3,8 +3,10 @@
 ``epoch_<metric>`` of runs ``train`` and ``validation`` (validation only for the epochs
 in which the estimator validated): each metric's epoch-wide value (``get_global()``, which a
 ``reset_local()`` inside the epoch, as gluon-nlp's ``MetricResetHandler`` makes, leaves intact).
-``epoch_learning_rate``: the rate the epoch's batches trained with (read after the epoch's first
-update, so a handler that decays the rate at ``epoch_end`` changes the next epoch's point).
+``epoch_learning_rate``: the rate the epoch's batches trained with: read as ``trainer.step`` (or
+``update``) returns from the epoch's first update, so a handler that decays the rate at
+``epoch_end`` changes the next epoch's point, and one that sets each batch's rate at
+``batch_begin`` and puts the base rate back at its ``batch_end`` has its batch rate logged.
 ``epoch_samples_per_second``: the samples of the epoch's batches (each batch's data size along
 ``fit(batch_axis=)``, as the estimator splits it) over the epoch's time.
 
@@ -56,12 +58,14 @@ class EpochValues:
         self._samples_known = True
         self._batches = 0
         self._lr: Any = None
+        self._estimator: Any = None
         self._own_loss: Optional[LossSum] = None
         self._val_own = False  # the estimator has no validation loss metric: sum it here
         self._val_loss = LossSum()
 
     def train_begin(self, estimator: Any, scope: FitScope, on_dead: Any = None) -> List[Wrap]:
         """Find this worker's place; returns the hooks that follow validation."""
+        self._estimator = estimator
         self.worker = detect(estimator.trainer)
         self._mean = place(self._out, self.worker, self._mode)
         self.final = {}
@@ -72,6 +76,14 @@ class EpochValues:
                    after=self._see_validation if self._val_own else None, on_dead=on_dead)
         self._val_hooked = tap is not None
         self._val_seen = self._val_batches if tap is not None else None
+        # the rate as the update that used it left it: a handler may change it for each batch at
+        # batch_begin and put the base rate back at its batch_end, before ours (gluon-nlp's word
+        # language model scales it by the batch's sequence length); an lr_scheduler has counted
+        # the update by then
+        rate = wrap(estimator.trainer, ("step", "update"), None, scope=scope, after=self._updated,
+                    on_dead=on_dead)
+        if rate is not None:
+            taps.append(rate)
         if tap is not None:
             taps.append(tap)
             if self._val_own and estimator.val_metrics:  # evaluate() resets them first: a new pass
@@ -92,7 +104,7 @@ class EpochValues:
         """After the batch's update; returns whether its losses can be averaged (``batch_loss``).
         ``loss_sizes`` then holds each loss's count of elements where they were read, else None."""
         self.loss_sizes = None
-        if not self._batches:  # the rate this epoch's first update used
+        if not self._batches and self._lr is None:  # no update seen (the trainer could not be hooked)
             self._lr = _learning_rate(estimator)
         self._batches += 1
         n = batch_size(batch, getattr(estimator, "batch_axis", 0))
@@ -112,6 +124,11 @@ class EpochValues:
         if self._own_loss is not None:  # None: the estimator has a loss metric
             self.loss_sizes = [self._own_loss.add(l, kind) for l, kind in zip(losses, kinds)]
         return True
+
+    def _updated(self, _result: Any) -> None:
+        """After ``trainer.step``/``update``: the epoch's first update's rate."""
+        if self._lr is None and self._estimator is not None:
+            self._lr = _learning_rate(self._estimator)
 
     def epoch_end(self, estimator: Any, epoch: int) -> None:
         pairs = scores(estimator.train_metrics, use_global=True)

@@ -232,7 +232,8 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
             self._step = max(self._step, self._hists.last_logged + 1)
         self._fits += 1
         self._in_epoch = 0
-        self._hists.train_begin(estimator, self._step, batches_before(scope.fit_locals().get("train_data"), 1))
+        self._hists.train_begin(estimator, self._step, batches_before(scope.fit_locals().get("train_data"), 1),
+                                scope.fit_locals)
         self._taps.extend(self._epochs.train_begin(estimator, scope, self._abandon))
         if self._every.every is not None:
             self._taps.extend(self._windows.watch(estimator.train_metrics, scope, self._abandon))
@@ -312,6 +313,8 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
         self._out.close()
 
     def _remove_taps(self) -> None:
+        for tap in self._taps:  # removed on purpose: removing the one on top of another of ours
+            tap.on_dead = None  # (the trainer's step has two) must not take that one for dead and abandon the fit
         for tap in reversed(self._taps):  # the last made is on top
             tap.remove()
         self._taps = []

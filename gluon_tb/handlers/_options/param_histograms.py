@@ -8,7 +8,11 @@ batch's update. With ``histogram_period="epoch"`` the last batch of an epoch is 
 unknown, so during it each batch's gradients are copied on the device (asynchronously) and the last
 copy is logged at the epoch's end (the length is then the longest epoch seen). An epoch cut short (a
 handler returned True from ``batch_end``) is logged at its last batch, at the epoch's end, from
-the gradient buffers when the update left them as they were.
+the gradient buffers when the update left them as they were: MXNet's own update handler and a
+Trainer without a kvstore that replaces them. So is an epoch that ends before ``len(train_data)``
+said (gluon-nlp's samplers give an estimate); from then on the length is the one counted. Where an
+update handler of the script's own may have changed the buffers (clipped them), that epoch's
+gradients are not logged, and the user is told.
 
 A parameter with more than ``histogram_sample`` values (default :data:`SAMPLE`) is histogrammed from
 an evenly strided sample of about that many of its values (:func:`sampled`), taken on MXNet's engine:
@@ -117,13 +121,18 @@ class ParamHistograms:
         self._stash: Dict[str, Any] = {}
         self._stash_at = -1
         self._len_known = False
+        self._fit_locals: Optional[Callable[[], Dict[str, Any]]] = None
 
-    def train_begin(self, estimator: Any, step: int, epoch_len: Optional[int] = None) -> None:
-        """``epoch_len``: batches an epoch, when the training data can say (``len(loader)``)."""
+    def train_begin(self, estimator: Any, step: int, epoch_len: Optional[int] = None,
+                    fit_locals: Optional[Callable[[], Dict[str, Any]]] = None) -> None:
+        """``epoch_len``: batches an epoch, when the training data can say (``len(loader)``);
+        ``fit_locals``: the ``fit`` call's local variables, when asked (its handlers, and whether
+        one of them stopped the epoch)."""
         self._est, self._fit_first = estimator, step
         self._epoch_len, self._chosen, self._meta = epoch_len, None, {}
         self._sampler.forget()
         self._len_known = epoch_len is not None
+        self._fit_locals = fit_locals
 
     @property
     def last_logged(self) -> int:
@@ -172,18 +181,29 @@ class ParamHistograms:
         """``last``: the epoch's last global batch; ``step``: the next one."""
         if not self._hist.per_epoch:
             return
+        fit = self._fit_locals() if self._fit_locals is not None else {}
+        stopped = any(fit.get("batch_end_result") or ())  # a handler returned True from batch_end
+        max_batch = getattr(self._est, "max_batch", None)
+        cut = stopped or bool(max_batch and step - self._fit_first >= max_batch)
         if not self._done and in_epoch:
             if self._stash_at == last:  # the first epoch: the last batch's copy
                 self.log("gradients", list(self._stash.items()), last, own=False)  # samples, perhaps
-            elif self._grads_untouched():  # stopped early (a handler returned True): still there
+            elif self._grads_untouched(fit):  # the update left the buffers as backward did
                 self.log("gradients", self._gradients(), last)
-            else:
+            elif cut:
                 self._out.say_once("partial", "gluon_tb: training stopped inside an epoch; its "
-                                   "gradient histograms are not logged (the kvstore has replaced "
-                                   "them), its weight histograms are")
+                                   "gradient histograms are not logged (the update has changed "
+                                   "the gradients in place), its weight histograms are")
+            else:
+                self._out.say_once("short", f"gluon_tb: an epoch ended after {in_epoch} batches where "
+                                   f"len(train_data) said {self._epoch_len}; its last batch's gradients "
+                                   "were changed in place by the update (clipped, say) and are not "
+                                   "logged, its weights are. Later epochs are logged at their last "
+                                   "batch as this one counted them", logging.WARNING)
             self.log("weights", self._weights(), last)
-        max_batch = getattr(self._est, "max_batch", None)
-        if not self._len_known and not (max_batch and step - self._fit_first >= max_batch):
+        if self._len_known and not cut and in_epoch != self._epoch_len:
+            self._len_known, self._epoch_len = False, in_epoch  # len() was an estimate: count instead
+        elif not self._len_known and not cut:
             self._epoch_len = max(self._epoch_len or 0, in_epoch)  # an epoch cut short: not its length
         self._stash, self._stash_at = {}, -1
 
@@ -233,11 +253,17 @@ class ParamHistograms:
             self._chosen = chosen
         return self._chosen
 
-    def _grads_untouched(self) -> bool:
+    def _grads_untouched(self, fit: Dict[str, Any]) -> bool:
         """Whether the gradient buffers still hold what the last batch produced after its update:
-        a plain Trainer with no kvstore, or one whose kvstore updates (only pushes gradients)."""
+        MXNet's own update handler (not a subclass, which may clip them in place as gluon-nlp's
+        do), and a plain Trainer with no kvstore or one whose kvstore updates (only pushes them)."""
         from mxnet import gluon
+        from mxnet.gluon.contrib.estimator import GradientUpdateHandler
 
+        handlers = fit.get("event_handlers")
+        if handlers is None or any(isinstance(h, GradientUpdateHandler) and type(h) is not GradientUpdateHandler
+                                   for h in handlers):
+            return False
         tr = getattr(self._est, "trainer", None)
         if getattr(tr, "_kvstore", None) is not None:
             return bool(getattr(tr, "_update_on_kvstore", False))

@@ -111,6 +111,66 @@ def test_learning_rate_is_the_rate_the_epoch_trained_with(tmp_path):
     assert all(close(v, r[0]) for (_, v), r in zip(got, rec.rates)), (got, rec.rates)
 
 
+class SequenceLengthRate(BatchBegin, BatchEnd):
+    """gluon-nlp's word language model (LearningRateHandler): each batch trains with the base rate
+    scaled by its sequence length, set at batch_begin; the base rate is put back at batch_end,
+    after the update and before our handler."""
+
+    priority = 0
+
+    def __init__(self, base, scales):
+        self.base, self.scales, self.k = base, scales, 0
+
+    def batch_begin(self, estimator, *args, **kwargs):
+        estimator.trainer.set_learning_rate(self.base * self.scales[self.k % len(self.scales)])
+        self.k += 1
+
+    def batch_end(self, estimator, *args, **kwargs):
+        estimator.trainer.set_learning_rate(self.base)
+        return False
+
+
+class UsedRateRecorder(RateRecorder):
+    """The rate each update uses, read after every handler's batch_begin."""
+
+    priority = 5000
+
+
+def test_learning_rate_is_the_rate_the_update_used_when_a_handler_sets_it_per_batch(tmp_path):
+    net = make_net()
+    est = make_est(net, lr=20.0)
+    rec = UsedRateRecorder()
+    scales = [0.9, 1.1, 1.3, 0.7, 1.0, 1.2, 0.8]  # 7: each epoch (6 batches) starts at another one
+    est.fit(data(), epochs=3, event_handlers=[handler(tmp_path), SequenceLengthRate(20.0, scales), rec])
+    assert [r[0] for r in rec.rates] == [20.0 * 0.9, 20.0 * 0.8, 20.0 * 1.2]
+    got = read(tmp_path, "epoch_learning_rate")
+    assert [s for s, _ in got] == [0, 1, 2]
+    assert all(close(v, r[0]) for (_, v), r in zip(got, rec.rates)), (got, rec.rates)  # not 20.0
+
+
+def test_learning_rate_of_a_scheduler_is_the_rate_of_the_epochs_first_update(tmp_path):
+    """An lr_scheduler counts the update before its rate is used: the rate read as the step
+    returns is the one the update used, also where the schedule steps at that update."""
+    net = make_net()
+    sched = mx.lr_scheduler.FactorScheduler(step=6, factor=0.5, base_lr=0.1)  # steps after 6 updates
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1, "lr_scheduler": sched})
+    est = Estimator(net, gluon.loss.SoftmaxCrossEntropyLoss(), trainer=trainer, train_metrics=mx.metric.Accuracy())
+    used = []
+    opt = trainer._optimizer
+    real = opt._get_lrs
+
+    def spy(indices):
+        lrs = real(indices)
+        used.append(lrs[0])
+        return lrs
+    opt._get_lrs = spy
+    est.fit(data(), epochs=3, event_handlers=[handler(tmp_path)])
+    per_update = used[::len(used) // 18]  # one call per update (18 updates)
+    got = read(tmp_path, "epoch_learning_rate")
+    assert [s for s, _ in got] == [0, 1, 2]
+    assert all(close(v, per_update[6 * e]) for e, (_, v) in enumerate(got)), (got, per_update)
+
+
 # ---------------------------------------------------------------- throughput
 class SummedLoss(BatchProcessor):
     """One summed loss per batch (gluon-nlp's MT script), data split along ``batch_axis``."""
@@ -311,6 +371,64 @@ def test_gradients_are_logged_before_an_update_handler_clips(tmp_path):
             arr = tensor_util.make_ndarray(e.tensor_proto)
             g = rec.grads[e.step][name]
             assert close(arr[:, 0].min(), g.min(), 1e-5) and close(arr[:, 1].max(), g.max(), 1e-5)
+
+
+class EstimatedLength(gluon.data.DataLoader):
+    """gluon-nlp's bucket samplers: ``len()`` is an estimate (the word language model's said ~76
+    batches an epoch that had 6)."""
+
+    def __init__(self, loader, claimed):
+        self.__dict__.update(loader.__dict__)
+        self._claimed = claimed
+
+    def __len__(self):
+        return self._claimed
+
+
+def histograms(logdir, kind, name):
+    from tensorboard.util import tensor_util
+
+    return {e.step: tensor_util.make_ndarray(e.tensor_proto)
+            for e in readback.tensor_events(str(logdir), "train_batch", f"{kind}/{name}")}
+
+
+@pytest.mark.parametrize("claimed", [10, 4])
+def test_per_epoch_gradients_when_len_of_the_data_is_wrong_are_never_the_clipped_ones(tmp_path, caplog, claimed):
+    """Epochs of 6 batches where len() says 10 (or 4): no epoch's gradients are the clipped
+    buffers. The first epoch's are not logged (its last batch was not known to be the last, and
+    the update clipped the buffers after), with a warning; from then on the counted length is
+    used and each epoch's last batch is logged as backward produced it."""
+    net = make_net()
+    est = make_est(net)
+    rec = NormRecorder()
+    with caplog.at_level(logging.WARNING, logger="gluon_tb"):
+        est.fit(EstimatedLength(data(), claimed), epochs=3,
+                event_handlers=[handler(tmp_path, histogram_period="epoch"), ClipUpdate(0.01), rec])
+    assert all(n > 0.05 for n in rec.norms)  # the clip (0.01) really clipped
+    for name in rec.grads[0]:
+        got = histograms(tmp_path, "gradients", name)
+        assert sorted(got) == ([11, 17] if claimed == 10 else [3, 11, 17]), (name, sorted(got))
+        for step, arr in got.items():  # claimed 4: the 4th batch, taken as the last, as backward left it
+            g = rec.grads[step][name]
+            assert close(arr[:, 0].min(), g.min(), 1e-5) and close(arr[:, 1].max(), g.max(), 1e-5), (name, step)
+        assert sorted(histograms(tmp_path, "weights", name)) == ([5, 11, 17] if claimed == 10 else [3, 11, 17])
+    if claimed == 10:
+        assert any("ended after 6 batches where len(train_data) said 10" in r.getMessage() for r in caplog.records)
+
+
+def test_per_epoch_gradients_of_a_short_epoch_with_mxnets_own_update_are_its_last_batch(tmp_path):
+    """Without an update handler of the script's own the buffers are what backward produced:
+    the first epoch is logged at its real last batch too."""
+    net = make_net()
+    est = make_est(net)
+    rec = NormRecorder()
+    est.fit(EstimatedLength(data(), 10), epochs=3, event_handlers=[handler(tmp_path, histogram_period="epoch"), rec])
+    for name in rec.grads[0]:
+        got = histograms(tmp_path, "gradients", name)
+        assert sorted(got) == [5, 11, 17]
+        for step, arr in got.items():
+            g = rec.grads[step][name]
+            assert close(arr[:, 0].min(), g.min(), 1e-5) and close(arr[:, 1].max(), g.max(), 1e-5), (name, step)
 
 
 # ---------------------------------------------------------------- an epoch cut short, then a second fit
