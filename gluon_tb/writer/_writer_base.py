@@ -266,6 +266,12 @@ class WriterBase:
         for a URL log directory; None for a local one (it waits until all is written)."""
         return self._p.close_timeout
 
+    def _close_soon(self) -> None:
+        """Ask the worker to write what is queued and stop, without waiting (``close()`` then
+        waits for it): the handlers end a fit's writers together, not one after another."""
+        if not self._closed and self._p.close_timeout is None:
+            self._p.close(wait=False)
+
     def close(self, *, timeout: Optional[float] = None) -> None:
         """Write everything still queued and close the files. Idempotent; a second
         ``close()`` on another thread returns once the first has finished.

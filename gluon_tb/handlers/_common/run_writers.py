@@ -147,6 +147,11 @@ class RunWriters:
         many runs it wrote and whatever the store does."""
         writers, self._open = list(self._open.values()), {}
         deadline: Optional[float] = None
+        for w in writers:  # local runs: every worker told to finish first, then each waited for
+            try:
+                w._close_soon()
+            except Exception as e:  # noqa: BLE001
+                self.failed(e)
         for w in writers:
             try:
                 limit = getattr(w, "close_timeout", None)

@@ -294,12 +294,14 @@ class Pipeline:
                 return done.is_set()
         return True
 
-    def close(self, timeout: Optional[float] = None) -> bool:
+    def close(self, timeout: Optional[float] = None, wait: bool = True) -> bool:
         """Write everything queued before this call, close the files, stop the worker.
 
         Safe beside producers on other threads (see ``_late``) and a second ``close``
         (which waits for the first); True when everything was written in time. On the
         worker's own thread it only queues the stop and returns False (see below).
+        ``wait=False``: queue the stop and return at once (False, unless nothing had started);
+        a later ``close()`` waits for it. Several writers closed that way finish together.
         """
         with self._lock:
             first, self.closed, self._check_at = not self.closed, True, 0
@@ -319,6 +321,10 @@ class Pipeline:
         if not started:
             self._finished.set()
             return True
+        if not wait:
+            self._q.append(Sync(threading.Event(), stop=True))
+            self._wake.set()
+            return False
         return self._sync(Sync(threading.Event(), stop=True), timeout)
 
     @property
