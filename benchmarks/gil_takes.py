@@ -2,6 +2,7 @@
 
     benchmarks/.venv/bin/python benchmarks/gil_takes.py fit [rounds=2]      # the alloptions fit, without and with logging
     benchmarks/.venv/bin/python benchmarks/gil_takes.py payload [kinds=none,audio,histogram,image] [n=20]
+    benchmarks/.venv/bin/python benchmarks/gil_takes.py where [kinds=audio,image] [n=10]   # which call dropped it
 
 Linux, as root, with ``perf`` (uprobes): it places probes on ``take_gil`` (entry and return) of
 the ``libpython`` this interpreter runs on, records a child process, and removes the probes.
@@ -58,10 +59,17 @@ from gluon_tb import SummaryWriter
 rng = np.random.default_rng(24)
 X = {"audio": (rng.random(441000).astype(np.float32) * 2 - 1) * 0.5,
      "histogram": rng.standard_normal(1_000_000).astype(np.float32),
-     "image": rng.random((3, 256, 256)).astype(np.float32), "images": rng.random((64, 3, 32, 32)).astype(np.float32)}
+     "image": rng.random((3, 256, 256)).astype(np.float32), "images": rng.random((64, 3, 32, 32)).astype(np.float32),
+     "emb": rng.standard_normal((5000, 300)).astype(np.float32), "emb_small": rng.standard_normal((1000, 64)).astype(np.float32),
+     "emb_imgs": rng.random((1000, 3, 16, 16)).astype(np.float32), "labels": rng.integers(0, 2, 100_000),
+     "preds": rng.random(100_000).astype(np.float32)}
+WORDS = [f"w{i}" for i in range(1000)]
 CALLS = {"none": lambda w, s: None, "audio": lambda w, s: w.add_audio("a", X["audio"], global_step=s, sample_rate=44100),
          "histogram": lambda w, s: w.add_histogram("h", X["histogram"], s),
-         "image": lambda w, s: w.add_image("i", X["image"], s), "images": lambda w, s: w.add_images("i", X["images"], s)}
+         "image": lambda w, s: w.add_image("i", X["image"], s), "images": lambda w, s: w.add_images("i", X["images"], s),
+         "embedding": lambda w, s: w.add_embedding("e", X["emb"], global_step=s),
+         "embedding_images": lambda w, s: w.add_embedding("e", X["emb_small"], WORDS, X["emb_imgs"], global_step=s),
+         "pr_curve": lambda w, s: w.add_pr_curve("p", X["labels"], X["preds"], global_step=s)}
 w = SummaryWriter(os.path.join(tempfile.mkdtemp(prefix="gluon_tb-gil-takes-"), "run"))
 def loop(n):
     s = 0
@@ -82,14 +90,17 @@ w.close()
 print("NAMES", names, flush=True)
 """
 
+#: frames that only say the GIL was taken back, not which call had dropped it
+PLUMBING = {"take_gil", "PyEval_RestoreThread", "PyEval_AcquireThread", "[unknown]"}
+
 
 def libpython() -> str:
     lib = os.path.join(sysconfig.get_config_var("LIBDIR") or "", sysconfig.get_config_var("INSTSONAME") or "")
     return lib if os.path.exists(lib) else os.path.realpath(sys.executable)
 
 
-def record(code: str) -> Tuple[str, List[Tuple[int, float, bool]]]:
-    """Run ``code`` in a child under ``perf record`` with the probes; (its stdout, [(tid, time, is_return)])."""
+def _perf(code: str, record_args: List[str], script_fields: str) -> Tuple[str, str]:
+    """Run ``code`` in a child under ``perf record`` with the probes; (its stdout, ``perf script``'s)."""
     lib = libpython()
     subprocess.run(["perf", "probe", "-q", "-d", "gluontb:*"], capture_output=True)
     for spec in ("gluontb:gil_take=take_gil", "gluontb:gil_took=take_gil%return"):  # the latter: gil_took__return
@@ -97,21 +108,48 @@ def record(code: str) -> Tuple[str, List[Tuple[int, float, bool]]]:
     try:
         with tempfile.TemporaryDirectory() as d:
             data = os.path.join(d, "perf.data")
-            out = subprocess.run(["perf", "record", "-q", "-k", "CLOCK_MONOTONIC", "-o", data, "-e",
-                                  "gluontb:gil_take", "-e", "gluontb:gil_took__return", "--",
+            out = subprocess.run(["perf", "record", "-q", "-k", "CLOCK_MONOTONIC", "-o", data, *record_args, "--",
                                   sys.executable, "-c", code], capture_output=True, text=True)
             if out.returncode:
                 raise SystemExit(f"the recorded process failed: {out.stderr.strip()[-2000:]}")
-            out = out.stdout
-            txt = subprocess.run(["perf", "script", "-i", data, "-F", "tid,time,event"], capture_output=True,
+            txt = subprocess.run(["perf", "script", "-i", data, "-F", script_fields], capture_output=True,
                                  text=True, check=True).stdout
     finally:
         subprocess.run(["perf", "probe", "-q", "-d", "gluontb:*"], capture_output=True)
+    return out.stdout, txt
+
+
+def record(code: str) -> Tuple[str, List[Tuple[int, float, bool]]]:
+    """(the child's stdout, [(tid, time, is_return)] of every take of the GIL)."""
+    out, txt = _perf(code, ["-e", "gluontb:gil_take", "-e", "gluontb:gil_took__return"], "tid,time,event")
     events = []
     for line in txt.splitlines():
         p = line.replace(":", " ").split()
         events.append((int(p[0]), float(p[1]), "return" in line))
     return out, events
+
+
+def where(code: str) -> Tuple[str, List[Tuple[int, float, str]]]:
+    """(the child's stdout, [(tid, time, call)]): for every take of the GIL, the C function whose
+    release of it came before (``frame_append < cfunction_call``): its call stack, unwound with DWARF."""
+    out, txt = _perf(code, ["-e", "gluontb:gil_take", "--call-graph", "dwarf,32768"], "tid,time,ip,sym,dso")
+    takes = []
+    for block in txt.strip().split("\n\n"):
+        lines = block.strip().splitlines()
+        if not lines:
+            continue
+        head = lines[0].replace(":", " ").split()
+        frames = []
+        for line in lines[1:]:
+            p = line.split()
+            sym, dso = (p[1] if len(p) > 1 else "?"), os.path.basename(p[-1].strip("()"))
+            if sym in PLUMBING or dso == "inlined":
+                continue
+            frames.append(f"{sym} ({dso})")
+            if len(frames) == 2:
+                break
+        takes.append((int(head[0]), float(head[1]), " < ".join(frames)))
+    return out, takes
 
 
 def per_span(out: str, events: List[Tuple[int, float, bool]]) -> List[Tuple[str, int, Dict[str, Tuple[float, float]]]]:
@@ -146,8 +184,20 @@ def main() -> None:
         kinds = args.get("kinds", "none,audio,histogram,image").split(",")
         code = f"KINDS = {kinds!r}\nN = {int(args.get('n', 20))}\n" + PAYLOAD
         unit = "payload"
+    elif what == "where":
+        kinds = args.get("kinds", "audio,image").split(",")
+        code = f"KINDS = {kinds!r}\nN = {int(args.get('n', 10))}\n" + PAYLOAD
+        out, takes = where(code)
+        names = ast.literal_eval(re.search(r"NAMES (\{.*\})", out).group(1))
+        for label, units, t0, t1 in re.findall(r"SPAN (\S+) (\d+) ([\d.]+) ([\d.]+)", out):
+            calls = collections.Counter(c for tid, t, c in takes if float(t0) <= t <= float(t1)
+                                        and names.get(tid, "").startswith("gluon_tb-writer"))
+            print(f"{label}: the writer's takes of the GIL per payload, by the call that had dropped it")
+            for c, n in calls.most_common():
+                print(f"  {n / int(units):5.1f}  {c}")
+        return
     else:
-        raise SystemExit("usage: gil_takes.py fit [rounds=N] | payload [kinds=a,b] [n=N]")
+        raise SystemExit("usage: gil_takes.py fit [rounds=N] | payload [kinds=a,b] [n=N] | where [kinds=a,b] [n=N]")
     for label, _units, by_thread in per_span(*record(code)):
         cells = ", ".join(f"{k} {n:.1f} takes / {ms:.2f} ms waited" for k, (n, ms) in
                           sorted(by_thread.items(), key=lambda kv: -kv[1][0]))

@@ -49,6 +49,25 @@ static uint8_t *seal_chunk(uint8_t *o, const char *type, size_t n) {
 
 #define MAGNITUDE(v) ((v) < 128 ? (uint64_t)(v) : (uint64_t)(256 - (v)))
 
+/* the predictor of PNG's Paeth filter (left a, above b, above-left c) */
+static int paeth(int a, int b, int c) {
+    int pa = abs(b - c), pb = abs(a - c), pc = abs(a + b - 2 * c);
+    return (pa <= pb && pa <= pc) ? a : pb <= pc ? b : c;
+}
+
+/* inside filter_rows: while the best sum is not 0, the row filtered by subtracting `predicted`
+   (an expression of i) into trial; kept as the row's (filter `code`) if its sum is smaller */
+#define TRY_FILTER(code, predicted)                                     \
+    if (sum > 0) {                                                      \
+        uint64_t s = 0;                                                 \
+        for (size_t i = 0; i < stride; i++) {                           \
+            uint8_t v = (uint8_t)(row[i] - (predicted));                \
+            trial[i] = v;                                               \
+            s += MAGNITUDE(v);                                          \
+        }                                                               \
+        if (s < sum) sum = s, dst[0] = (code), memcpy(best, trial, stride); \
+    }
+
 /* Each row with its filter byte into out, h * (1 + stride) bytes. The filter of a row is the
  * first of none, up, sub and Paeth (in that order; average is not tried) whose bytes, taken as
  * signed, have the smallest sum of magnitudes: Pillow's choice, so that the bytes are its own. */
@@ -62,39 +81,13 @@ static int filter_rows(const uint8_t *px, size_t h, size_t stride, size_t bpp, u
     for (size_t y = 0; y < h; y++) {
         const uint8_t *row = px + y * stride, *up = y ? row - stride : zeros;
         uint8_t *dst = out + y * (stride + 1), *best = dst + 1;
-        uint64_t sum = 0, s;
+        uint64_t sum = 0;
         dst[0] = 0;
         memcpy(best, row, stride);
         for (size_t i = 0; i < stride; i++) sum += MAGNITUDE(row[i]);
-        if (sum > 0) { /* up */
-            s = 0;
-            for (size_t i = 0; i < stride; i++) {
-                uint8_t v = (uint8_t)(row[i] - up[i]);
-                trial[i] = v;
-                s += MAGNITUDE(v);
-            }
-            if (s < sum) sum = s, dst[0] = 2, memcpy(best, trial, stride);
-        }
-        if (sum > 0) { /* sub */
-            s = 0;
-            for (size_t i = 0; i < stride; i++) {
-                uint8_t v = (uint8_t)(row[i] - (i >= bpp ? row[i - bpp] : 0));
-                trial[i] = v;
-                s += MAGNITUDE(v);
-            }
-            if (s < sum) sum = s, dst[0] = 1, memcpy(best, trial, stride);
-        }
-        if (sum > 0) { /* Paeth */
-            s = 0;
-            for (size_t i = 0; i < stride; i++) {
-                int a = i >= bpp ? row[i - bpp] : 0, b = up[i], c = i >= bpp ? up[i - bpp] : 0;
-                int pa = abs(b - c), pb = abs(a - c), pc = abs(a + b - 2 * c);
-                uint8_t v = (uint8_t)(row[i] - ((pa <= pb && pa <= pc) ? a : pb <= pc ? b : c));
-                trial[i] = v;
-                s += MAGNITUDE(v);
-            }
-            if (s < sum) dst[0] = 4, memcpy(best, trial, stride);
-        }
+        TRY_FILTER(2, up[i]);                                   /* up */
+        TRY_FILTER(1, i >= bpp ? row[i - bpp] : 0);             /* sub */
+        TRY_FILTER(4, paeth(i >= bpp ? row[i - bpp] : 0, up[i], i >= bpp ? up[i - bpp] : 0));
     }
     free(zeros);
     free(trial);
