@@ -58,14 +58,12 @@ class EpochValues:
         self._samples_known = True
         self._batches = 0
         self._lr: Any = None
-        self._estimator: Any = None
         self._own_loss: Optional[LossSum] = None
         self._val_own = False  # the estimator has no validation loss metric: sum it here
         self._val_loss = LossSum()
 
     def train_begin(self, estimator: Any, scope: FitScope, on_dead: Any = None) -> List[Wrap]:
         """Find this worker's place; returns the hooks that follow validation."""
-        self._estimator = estimator
         self.worker = detect(estimator.trainer)
         self._mean = place(self._out, self.worker, self._mode)
         self.final = {}
@@ -80,8 +78,8 @@ class EpochValues:
         # batch_begin and put the base rate back at its batch_end, before ours (gluon-nlp's word
         # language model scales it by the batch's sequence length); an lr_scheduler has counted
         # the update by then
-        rate = wrap(estimator.trainer, ("step", "update"), None, scope=scope, after=self._updated,
-                    on_dead=on_dead)
+        rate = wrap(estimator.trainer, ("step", "update"), None, scope=scope,
+                    after=lambda _result: self._updated(estimator), on_dead=on_dead)
         if rate is not None:
             taps.append(rate)
         if tap is not None:
@@ -125,10 +123,10 @@ class EpochValues:
             self.loss_sizes = [self._own_loss.add(l, kind) for l, kind in zip(losses, kinds)]
         return True
 
-    def _updated(self, _result: Any) -> None:
+    def _updated(self, estimator: Any) -> None:
         """After ``trainer.step``/``update``: the epoch's first update's rate."""
-        if self._lr is None and self._estimator is not None:
-            self._lr = _learning_rate(self._estimator)
+        if self._lr is None:
+            self._lr = _learning_rate(estimator)
 
     def epoch_end(self, estimator: Any, epoch: int) -> None:
         pairs = scores(estimator.train_metrics, use_global=True)
