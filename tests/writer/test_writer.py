@@ -6,6 +6,7 @@ import re
 import stat
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -292,7 +293,8 @@ def test_steps_at_every_varint_size_boundary(tmp_path):
 
 
 def test_the_writer_thread_starts_with_the_writer_and_ends_with_it(tmp_path):
-    """Started by the constructor (a first add_* never waits for a thread to start); a writer
+    """Started by the constructor (a first add_* never waits for a thread to start, nor does the
+    constructor: the starter thread starts it); a writer
     dropped without close() still ends it, and what it was given is written."""
     import gc
     import time
@@ -302,6 +304,9 @@ def test_the_writer_thread_starts_with_the_writer_and_ends_with_it(tmp_path):
 
     before = writer_threads()
     w = SummaryWriter(tmp_path)
+    deadline = time.monotonic() + 10  # handed to the starter thread: running soon, not waited for
+    while not writer_threads() - before and time.monotonic() < deadline:
+        time.sleep(0.001)
     (mine,) = writer_threads() - before
     assert readback.event_files(str(tmp_path)) == []  # no event file before something is logged
     w.add_scalar("x", 1.0, 3)
@@ -365,10 +370,14 @@ def test_writer_thread_keeps_normal_priority_and_its_kernels_run_low(tmp_path, w
     mine = os.getpriority(os.PRIO_PROCESS, 0)
     before = writer_threads()
     w = SummaryWriter(tmp_path, worker_nice=worker_nice)  # the threads start with the writer
-    # from the moment the thread that made it can see it (CI once sampled the worker under
-    # SCHED_OTHER in a fit's first batch, while it was still starting its catch-up thread)
-    at_once = [os.sched_getscheduler(t.native_id) for t in threading.enumerate() if t.name == "gluon_tb-writer"
-               and t.native_id not in before]
+    # from the moment anyone can see it (CI once sampled the worker under SCHED_OTHER in a fit's
+    # first batch, while it was still starting its catch-up thread): sampled at first sight (with
+    # worker_nice the starter thread starts it, so SummaryWriter() may return before it runs)
+    at_once: list = []
+    deadline = time.monotonic() + 10
+    while not at_once and time.monotonic() < deadline:
+        at_once = [os.sched_getscheduler(t.native_id) for t in threading.enumerate()
+                   if t.name == "gluon_tb-writer" and t.native_id is not None and t.native_id not in before]
     assert at_once == [os.SCHED_OTHER if worker_nice is None else os.SCHED_BATCH], at_once
     big = np.linspace(-1, 1, KERNEL_MIN_VALUES, dtype=np.float32)
     for step in range(2):

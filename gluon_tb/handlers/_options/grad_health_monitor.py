@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ...writer import SummaryWriter
-from ...writer._common.threads import batch_scheduling
+from ...writer._common.threads import start_batch_thread
 from .._common.run_writers import TRAIN_BATCH, RunWriters, logger
 from .._mxnet.square_sums import SquareSums, sum_squares
 
@@ -56,6 +56,7 @@ class HealthMonitor:
         self._gen = 0  # checks of an earlier generation (a fit that raised) are dropped
         self._wake, self._stopping = threading.Event(), threading.Event()
         self._thread: Optional[threading.Thread] = None
+        self._launched = threading.Event()  # the reader's start() has returned (or failed)
         self._sums = SquareSums()  # the gradients and weights: the same arrays at every check
 
     def observe(self, step: int, grads: List[Tuple[str, Any]], params: Dict[str, Any],
@@ -138,8 +139,10 @@ class HealthMonitor:
             self._wake, self._stopping = threading.Event(), threading.Event()
             self._thread = threading.Thread(target=self._read, name="gluon_tb-grad-health", daemon=True,
                                             args=(self._todo, self._ready, self._wake, self._stopping))
-            self._thread.start()
-            batch_scheduling(self._thread)  # waking, it does not preempt MXNet's threads
+            self._launched = launched = threading.Event()
+            gen = self._gen  # started by the starter thread, born under SCHED_BATCH (waking, it does not
+            start_batch_thread(self._thread, launched,  # preempt MXNet's threads), not waited for here
+                               lambda e: self._ready.append((gen, -1, [], e, None)))
         self._wake.set()
 
     def _stop_reader(self, join: bool) -> None:
@@ -148,7 +151,9 @@ class HealthMonitor:
             self._stopping.set()  # read what is left, then stop
             self._wake.set()
             if join:
-                t.join()
+                self._launched.wait()
+                if t.ident is not None:  # started (else its error is in _ready)
+                    t.join()
 
     @staticmethod
     def _read(todo: deque, ready: deque, wake: threading.Event, stopping: threading.Event) -> None:

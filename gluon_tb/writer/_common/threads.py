@@ -28,12 +28,13 @@ priority and 0.4 ms at nice 19 (``benchmarks/RESULTS-notes.md``).
 from __future__ import annotations
 
 import os
+import queue
 import sys
 import threading
 import time
-from typing import Optional
+from typing import Callable, Optional, Tuple
 
-__all__ = ["batch_scheduling", "BACKGROUND_NICE", "niced_kernels", "kernel_nice", "kernel_took", "cpu_saturated",
+__all__ = ["batch_scheduling", "start_batch_thread", "BACKGROUND_NICE", "niced_kernels", "kernel_nice", "kernel_took", "cpu_saturated",
            "KERNEL_MIN_VALUES"]
 
 #: the nice value of the background kernels (measured in benchmarks/RESULTS-notes.md: on a CPU that
@@ -65,6 +66,60 @@ def batch_scheduling(thread: Optional[threading.Thread] = None, batch: bool = Tr
         return True
     except OSError:  # forbidden, or the thread already ended
         return False
+
+
+#: (pid, requests) of the process's starter thread (:func:`start_batch_thread`); None: not made yet
+_starter: Optional[Tuple[int, "queue.SimpleQueue"]] = None
+_starter_lock = threading.Lock()
+
+
+def start_batch_thread(thread: threading.Thread, launched: threading.Event,
+                       failed: Callable[[BaseException], None]) -> None:
+    """Start ``thread`` under ``SCHED_BATCH`` without waiting for it to run.
+
+    ``Thread.start`` waits until the new thread runs, a hand-over of the GIL and a wake-up
+    (~0.4-0.6 ms on a busy VM, three writers a fit, on the training thread). Here one starter
+    thread per process, itself under ``SCHED_BATCH``, starts it: the new thread is born under its
+    policy (Linux threads inherit it), so no one ever sees it under another. ``launched`` is set
+    once ``start`` has returned or failed (``failed(error)`` is called then, on the starter
+    thread). Until then ``thread.is_alive()`` is False and ``join`` raises: wait for ``launched``
+    first. The first call in a process starts the starter, which waits as ``Thread.start`` does;
+    if it cannot be made the thread is started here."""
+    global _starter
+    with _starter_lock:
+        if _starter is None or _starter[0] != os.getpid():  # none yet, or a forked child's copy
+            made: "queue.SimpleQueue" = queue.SimpleQueue()
+            t = threading.Thread(target=_run_starter, args=(made,), name="gluon_tb-starter", daemon=True)
+            try:
+                t.start()
+                _starter = (os.getpid(), made)
+            except RuntimeError:  # no thread can be made now (the interpreter is shutting down)
+                _starter = None
+        requests = _starter[1] if _starter is not None else None
+    if requests is None:
+        try:
+            thread.start()
+            batch_scheduling(thread)
+        finally:
+            launched.set()
+        return
+    requests.put((thread, launched, failed))
+
+
+def _run_starter(requests: "queue.SimpleQueue") -> None:
+    batch_scheduling()  # before any thread is started from here: they inherit it
+    while True:
+        thread, launched, failed = requests.get()
+        try:
+            thread.start()
+        except BaseException as e:  # noqa: BLE001 - reported to the thread's owner
+            try:
+                failed(e)
+            except BaseException:  # noqa: BLE001 - the starter goes on for the others
+                pass
+        finally:
+            launched.set()
+        del thread, launched, failed  # not kept alive until the next request
 
 
 def niced_kernels(nice: Optional[int]) -> None:

@@ -35,7 +35,7 @@ import time
 from typing import Any, Dict, Optional, Union
 
 from .items import Action, ScalarItem, Summary, Sync
-from .._common.threads import BACKGROUND_NICE, batch_scheduling
+from .._common.threads import BACKGROUND_NICE, batch_scheduling, start_batch_thread
 from .output import Output
 from .queue_bound import DEFAULT_MAX_QUEUE_BYTES, SCALAR_BOUND, SCALAR_COST
 from .worker import Worker
@@ -109,6 +109,7 @@ class Pipeline:
         self._big_bytes = 0
         self._check_at = 0  # queue length at which a scalar next takes the slow path (0: every one)
         self._thread: Optional[threading.Thread] = None
+        self._launched = threading.Event()  # the worker's start() has returned (or failed)
         self._catcher: Optional[threading.Thread] = None  # the catch-up thread (worker.py)
         self._start_lock = threading.RLock()  # re-entrant for the same reason
         self.error: Optional[BaseException] = None
@@ -225,8 +226,7 @@ class Pipeline:
         """``item`` was queued while the pipeline closed: it is written if it went in ahead
         of the stop marker; otherwise it is still in the queue once the worker has stopped, and refused."""
         while not self._finished.wait(0.05):
-            t = self._thread
-            if t is not None and not t.is_alive():
+            if self._thread is not None and not self.running:
                 break  # the worker died: nothing more is taken from the queue
         if any(x is item for x in list(self._q)):  # list(): one C call, safe beside appends
             raise WriterClosedError("SummaryWriter was closed while this call ran; "
@@ -234,9 +234,9 @@ class Pipeline:
 
     @property
     def running(self) -> bool:
-        """The worker was started and has not stopped (``close()`` stops it)."""
+        """The worker was started (or is being started) and has not stopped (``close()`` stops it)."""
         t = self._thread
-        return t is not None and t.is_alive()
+        return t is not None and (t.is_alive() or not self._launched.is_set())
 
     def on_worker(self) -> bool:
         """The calling thread is this pipeline's worker (or its catch-up thread)."""
@@ -254,23 +254,35 @@ class Pipeline:
                 c = threading.Thread(target=self._worker.catch_up, name="gluon_tb-writer-catch-up",
                                      daemon=True)
                 t = threading.Thread(target=self._run_worker, args=(c,), name="gluon_tb-writer", daemon=True)
-                self._catcher = c
-                t.start()
-                if self._worker.nice:  # not preempting training's threads when it wakes, from
-                    batch_scheduling(t)  # the first moment anyone (this thread) can see it
-                self._thread = t
+                self._catcher, self._thread = c, t
+                if self._worker.nice:  # not preempting training's threads when it wakes: born under
+                    start_batch_thread(t, self._launched, self._not_launched)  # SCHED_BATCH, not waited for
+                    return
+                try:
+                    t.start()
+                except BaseException:
+                    self._thread = None
+                    raise
+                finally:
+                    self._launched.set()
+
+    def _not_launched(self, e: BaseException) -> None:
+        """The starter thread could not start the worker: the next call raises ``e``."""
+        log.warning("gluon_tb: the writer thread of %s could not be started: %r", self._output.location, e)
+        self.failed(e)
 
     def _run_worker(self, catcher: threading.Thread) -> None:
         """The worker thread: starts the catch-up thread, then works. ``Thread.start`` waits until
         the new thread runs (a hand-over of the GIL, ~0.5 ms on a VM): here the worker waits, not
-        the thread that made the writer (a handler makes its writers inside the first batch). The
-        worker's ``SCHED_BATCH`` (set by ``_start``) may be inherited: the catch-up thread is put
-        back under the process's scheduling before the worker writes anything."""
+        the thread that made the writer (a handler makes its writers inside the first batch); the
+        worker itself was started by the starter thread (``start_batch_thread``). The catch-up
+        thread inherits the worker's ``SCHED_BATCH`` and is put back under the process's
+        scheduling before the worker writes anything."""
         try:
             catcher.start()
         except RuntimeError:  # pragma: no cover - no thread can be made: the worker writes alone
             log.warning("gluon_tb: the writer's catch-up thread could not be started")
-        else:  # at the process's scheduling, whether or not _start had already changed the worker's
+        else:  # at the process's scheduling
             batch_scheduling(catcher, batch=False)
         self._worker.run()
 

@@ -235,6 +235,7 @@ def test_a_writer_freed_on_its_own_writer_thread_finishes_without_deadlock(tmp_p
         w.add_scalar("s", float(i), i)
     w.add_histogram("h", np.arange(10.0), 0)
     worker = p._thread
+    assert p._launched.wait(10)  # the starter thread has started it
     worker.join(20)
     assert not worker.is_alive(), "the writer thread did not finish"
     assert _scalar_steps(tmp_path) == [0, 1, 2]

@@ -90,7 +90,9 @@ def test_a_symlink_planted_at_the_temporary_name_is_never_written_through(tmp_pa
     outside = tmp_path / "outside.txt"
     outside.write_text("precious")
     w = SummaryWriter(str(logdir))
+    assert w._p._launched.wait(10)  # the starter thread has started the worker
     pid, tid = os.getpid(), w._p._thread.ident  # the worker writes whole files
+    assert tid is not None
     planted = logdir / f"{PROJECTOR_FILENAME}.tmp.{pid}.{tid}"
     os.symlink(outside, planted)
     dangling = logdir / safe_path_component("e") / f"00001"
