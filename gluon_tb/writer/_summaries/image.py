@@ -20,7 +20,7 @@ from .._common.checks import describe, is_int
 from .capture import array_nbytes, check_array, snapshot
 from .copy_buffers import BufferPool
 from .layouts import BATCH, SINGLE, resolve_layout, to_nchw
-from .pixels import checked_uint8, encode_png, tile_images
+from .pixels import checked_grid, checked_uint8, encode_png, tile_images
 
 #: images per row of ``add_image``'s grid of a batch, as mxboard's ``add_image`` (``add_images``: square-ish)
 MXBOARD_NROW = 8
@@ -89,8 +89,9 @@ def _copy(x: Any, pool: Optional[BufferPool]) -> Tuple[Any, Optional[BufferPool]
 # ------------------------------------------------------------ build (worker thread)
 def image_hwc(payload: ImagePayload, name: str = "image", tag: str = "") -> np.ndarray:
     """The payload as one uint8 H×W×C image (a grid for a batch; it may be a view of the copy)."""
-    arr = to_numpy(payload.array, name)
-    return tile_images(checked_uint8(to_nchw(arr, payload.layout), tag or name), nrow=payload.nrow)
+    nchw = to_nchw(to_numpy(payload.array, name), payload.layout)
+    grid = checked_grid(nchw, payload.nrow, tag or name)  # float images: one kernel call
+    return grid if grid is not None else tile_images(checked_uint8(nchw, tag or name), nrow=payload.nrow)
 
 
 def build_image(tag: str, payload: ImagePayload) -> bytes:

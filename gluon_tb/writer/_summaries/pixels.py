@@ -94,6 +94,28 @@ def checked_uint8(arr: np.ndarray, tag: str) -> np.ndarray:
     return to_uint8(arr, rng)
 
 
+def checked_grid(nchw: np.ndarray, nrow: Optional[int], tag: str) -> Optional[np.ndarray]:
+    """``tile_images(checked_uint8(nchw, tag), nrow=nrow)`` by one kernel call (``_fastconvert.image_grid``:
+    one release of the GIL where the numpy code takes it back three times or more); None where the
+    kernel does not apply (not built, not float32/float64, empty, or an ``nrow`` that
+    :func:`tile_images` would refuse), so that the caller takes that way."""
+    if (_fast is None or nchw.ndim != 4 or nchw.size == 0 or nchw.dtype.char not in "fd" or not nchw.dtype.isnative
+            or not (nrow is None or (is_int(nrow) and nrow >= 1))):
+        return None
+    n, c, h, w = nchw.shape
+    if n == 1:
+        ncol, p, shape = 1, 0, (h, w, c)  # one image: no frame (tile_images)
+    else:
+        ncol = min(n, int(nrow) if nrow is not None else math.ceil(math.sqrt(n)))
+        p = 2
+        shape = (math.ceil(n / ncol) * (h + p) + p, ncol * (w + p) + p, c)
+    out = np.empty(shape, np.uint8)  # zeroed by the kernel (the frame: pad_value 0)
+    _finite, lo, hi, rescaled = _fast.image_grid(np.ascontiguousarray(nchw), out, n, c, h, w, ncol, p)
+    if rescaled:
+        warn_rescaled(tag, (lo, hi))
+    return out
+
+
 def to_uint8(arr: np.ndarray, rescale: Optional[Tuple[float, float]] = None) -> np.ndarray:
     """Apply the module's value policy (see the module docstring); ``rescale``: the ``(min, max)``
     of :func:`display_range`, mapped to ``[0, 1]`` first."""
