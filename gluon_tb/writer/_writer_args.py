@@ -24,9 +24,9 @@ def check_writer_args(logdir: Any, max_queue: Any, flush_secs: Any, filename_suf
         raise TypeError(f"filename_suffix must be a str, got {describe(filename_suffix)}")
     if filename_suffix and (os.sep in filename_suffix or "/" in filename_suffix or "\x00" in filename_suffix):
         raise ValueError(f"filename_suffix must not contain a path separator or NUL, got {filename_suffix!r}")
-    if filename_suffix:  # the longest event file name: 10-digit time, a 7-digit counter
+    if filename_suffix:  # the longest event file name: 10-digit time, an 8-digit counter
         check_utf8(filename_suffix, "filename_suffix")
-        check_name_length(event_file_name(9999999999, 9999999, ""), "filename_suffix", filename_suffix)
+        check_name_length(event_file_name(9999999999, 99999999, ""), "filename_suffix", filename_suffix)
     if not is_remote(logdir):
         if "\x00" in logdir:
             raise ValueError(f"logdir must not contain a NUL character, got {logdir!r}")

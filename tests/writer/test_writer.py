@@ -109,10 +109,29 @@ def test_event_file_name_and_first_event(tmp_path):
         w.add_scalar("a", 1.0, 1)
     (path,) = readback.event_files(str(tmp_path))
     name = os.path.basename(path)
-    assert re.fullmatch(r"events\.out\.tfevents\.\d{10}\.[^.]+(\.[^.]+)*\.%d\.\d+\.v1" % os.getpid(), name), name
+    assert re.fullmatch(r"events\.out\.tfevents\.\d{10}\.[^.]+(\.[^.]+)*\.%d\.\d{8}\.v1" % os.getpid(), name), name
     events = readback.raw_events(path)
     assert events[0].file_version == "brain.Event:2"
     assert events[1].summary.value[0].tag == "a"
+
+
+@pytest.mark.parametrize("first", [9, 99, 9999])
+def test_files_of_one_second_are_read_in_the_order_they_were_written(tmp_path, monkeypatch, first):
+    """Two writers one after the other into one run in the same second (a second fit right after
+    a first that ended early): TensorBoard reads a run's files in the order of their names, so the
+    counter is zero-padded (``.10`` once sorted before ``.9`` and put step 0 after step 1)."""
+    import itertools
+
+    from gluon_tb.writer._io import event_file
+
+    monkeypatch.setattr(event_file, "_counter", itertools.count(first))
+    monkeypatch.setattr(event_file.time, "time", lambda: 1_700_000_000.5)  # the same second
+    for step in (0, 1, 2):
+        with SummaryWriter(tmp_path) as w:
+            w.add_scalar("x", float(step), step, walltime=1_700_000_000.0 + step / 10)
+    names = sorted(os.path.basename(p) for p in readback.event_files(str(tmp_path)))
+    assert [n.rsplit(".", 1)[1] for n in names] == [f"{first + i:08d}" for i in range(3)]
+    assert readback.scalars(str(tmp_path), ".", "x") == [(0, 0.0), (1, 1.0), (2, 2.0)]
 
 
 def test_two_writers_in_the_same_second_never_share_a_file(tmp_path):

@@ -48,7 +48,13 @@ def next_number() -> int:
         return next(_counter)
 
 
-def event_file_name(secs: int, n: int, suffix: str = "", width: int = 0) -> str:
+#: digits of the counter in an event file's name: TensorBoard reads a run's files in the order of
+#: their names, so two files of one process made in the same second (a second ``fit`` right after
+#: one that ended early) must sort by their counter (unpadded, ``.10`` sorted before ``.9``)
+NUMBER_WIDTH = 8
+
+
+def event_file_name(secs: int, n: int, suffix: str = "", width: int = NUMBER_WIDTH) -> str:
     """``events.out.tfevents.<10-digit secs>.<host>.<pid>.<n><suffix>``; ``n`` zero-padded to ``width``."""
     return (f"events.out.tfevents.{secs:010d}.{_hostname()}."
             f"{os.getpid()}.{n:0{width}d}{suffix}")

@@ -235,7 +235,7 @@ class RemoteEventFile:
         head = frame(_proto.event(time.time(), 0, file_version=FILE_VERSION))
         try:
             for _ in range(100):  # never overwrite (the same host, pid and counter elsewhere)
-                path = posixpath.join(self.directory, event_file_name(secs, next_number(), self.suffix, 8))
+                path = posixpath.join(self.directory, event_file_name(secs, next_number(), self.suffix))
                 if not self.store.exists(path):
                     break
             else:
