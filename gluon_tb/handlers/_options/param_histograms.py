@@ -31,6 +31,7 @@ import numpy as np
 from ...writer import SummaryWriter
 from .._common.run_writers import TRAIN_BATCH, RunWriters
 from .._common.schedule import Schedule
+from .resume import batches_before
 
 Arrays = List[Tuple[str, Any]]
 
@@ -141,6 +142,10 @@ class ParamHistograms:
 
     def epoch_begin(self) -> None:
         self._done = False
+        if self._len_known and self._fit_locals is not None:  # len() was right so far: this epoch's
+            n = batches_before(self._fit_locals().get("train_data"), 1)  # (a loader whose length changes)
+            if n is not None:
+                self._epoch_len = n
 
     def before_update(self, k: int, in_epoch: int) -> None:
         """Inside ``trainer.step``/``allreduce_grads`` of global batch ``k``, ``in_epoch`` of its epoch."""

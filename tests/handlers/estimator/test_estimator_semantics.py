@@ -416,6 +416,46 @@ def test_per_epoch_gradients_when_len_of_the_data_is_wrong_are_never_the_clipped
         assert any("ended after 6 batches where len(train_data) said 10" in r.getMessage() for r in caplog.records)
 
 
+class LengthPerEpoch(gluon.data.DataLoader):
+    """A loader whose length changes every epoch and is right each time: ``len()`` is the next
+    epoch's count of batches, decided before it starts."""
+
+    def __init__(self, loader, counts):
+        self.__dict__.update(loader.__dict__)
+        self._counts, self._epoch = counts, 0
+
+    def __len__(self):
+        return self._counts[self._epoch]
+
+    def __iter__(self):
+        n = self._counts[self._epoch]
+        self._epoch += 1
+        for i, batch in enumerate(super().__iter__()):
+            if i == n:
+                return
+            yield batch
+
+
+def test_per_epoch_gradients_follow_a_length_that_changes_every_epoch(tmp_path, caplog):
+    """``len(train_data)`` is read again at every epoch's start while it has been right: each
+    epoch's gradients are its own last batch's, as backward produced them (before the clip)."""
+    net = make_net()
+    est = make_est(net)
+    rec = NormRecorder()
+    with caplog.at_level(logging.WARNING, logger="gluon_tb"):
+        est.fit(LengthPerEpoch(data(), [6, 4, 5]), epochs=3,
+                event_handlers=[handler(tmp_path, histogram_period="epoch"), ClipUpdate(0.01), rec])
+    assert all(n > 0.05 for n in rec.norms)  # the clip (0.01) really clipped
+    for name in rec.grads[0]:
+        got = histograms(tmp_path, "gradients", name)
+        assert sorted(got) == [5, 9, 14], (name, sorted(got))
+        for step, arr in got.items():
+            g = rec.grads[step][name]
+            assert close(arr[:, 0].min(), g.min(), 1e-5) and close(arr[:, 1].max(), g.max(), 1e-5), (name, step)
+        assert sorted(histograms(tmp_path, "weights", name)) == [5, 9, 14]
+    assert not any("len(train_data) said" in r.getMessage() for r in caplog.records)
+
+
 def test_per_epoch_gradients_of_a_short_epoch_with_mxnets_own_update_are_its_last_batch(tmp_path):
     """Without an update handler of the script's own the buffers are what backward produced:
     the first epoch is logged at its real last batch too."""
