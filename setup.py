@@ -8,7 +8,8 @@ rounds where numpy's does.
 from setuptools import Extension, setup
 
 setup(ext_modules=[Extension(f"gluon_tb.writer.{pkg}.{name}", [f"gluon_tb/writer/{pkg}/{name}.c"],
-                             extra_compile_args=["-O3", "-ffp-contract=off"], optional=True, libraries=libs)
+                             extra_compile_args=["-O3", "-ffp-contract=off"], optional=True, libraries=libs,
+                             depends=["gluon_tb/writer/_summaries/_pixels.h"] if pkg == "_summaries" else [])
                    for pkg, name, libs in (("_summaries", "_fasthist", []), ("_summaries", "_fastconvert", []),
                                            ("_summaries", "_fastpng", ["z"]),  # zlib: where its header is missing,
                                            ("_format", "_fastframe", []),      # Pillow encodes PNG

@@ -6,6 +6,13 @@
  *     the signature, IHDR, IDAT chunks, IEND. Each row is filtered by whichever of none, up, sub
  *     and Paeth gives the smallest sum of the filtered bytes taken as signed (libpng's heuristic),
  *     then the rows are deflated.
+ * png_grid(x, n, c, h, w, ncol, pad, level) -> (bytes, n_finite, lo, hi, rescaled)
+ *     pixels.checked_png: n float32/float64 images of c x h x w values (C-contiguous N x C x H x W,
+ *     c in 1-4) as pixels.checked_uint8 + tile_images make them (_pixels.h: the finite range, the
+ *     rescaling it decides, the grid of ncol columns with pad pixels of 0 around each cell; pad 0
+ *     and ncol 1 for one image), then png() of that grid; all in one release of the GIL, where the
+ *     numpy code released it for the range, the conversion, the transposing copy (or each image of
+ *     a grid) and the encoding
  * zlib_version() -> str
  *
  * Pillow's own choices are made here too (its filter order and heuristic, zlib's settings, IDAT
@@ -20,7 +27,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
 #include <zlib.h>
+
+#include "_pixels.h"
 
 static void put_u32be(uint8_t *o, uint32_t v) {
     o[0] = (uint8_t)(v >> 24);
@@ -203,10 +213,64 @@ static PyObject *png(PyObject *self, PyObject *args) {
     return result;
 }
 
+static PyObject *png_grid(PyObject *self, PyObject *args) {
+    PyObject *xo;
+    Py_ssize_t n, c, h, w, ncol, pad;
+    int level;
+    if (!PyArg_ParseTuple(args, "Onnnnnni:png_grid", &xo, &n, &c, &h, &w, &ncol, &pad, &level)) return NULL;
+    if (n < 1 || c < 1 || c > 4 || h < 1 || w < 1 || ncol < 1 || ncol > n || pad < 0 || level < 0 || level > 9) {
+        PyErr_SetString(PyExc_ValueError, "png_grid: n, h, w and ncol must be positive (ncol <= n), c 1-4, "
+                                          "pad >= 0, level 0-9");
+        return NULL;
+    }
+    Py_ssize_t gh, gw;
+    grid_size(n, h, w, ncol, pad, &gh, &gw);
+    if (gh > 0x7FFFFFFF || gw > 0x7FFFFFFF || (double)gh * (double)gw * (double)c > (double)0x3FFFFFFF) {
+        PyErr_SetString(PyExc_ValueError, "png_grid: the grid must be under 1 GiB");
+        return NULL;
+    }
+    Py_buffer b;
+    if (PyObject_GetBuffer(xo, &b, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return NULL;
+    int kind = float_kind(&b, "x");
+    if (kind == 0) {
+        PyBuffer_Release(&b);
+        return NULL;
+    }
+    if (b.len / kind != n * c * h * w) {
+        PyErr_Format(PyExc_ValueError, "x must hold n * c * h * w = %zd values, got %zd", n * c * h * w, b.len / kind);
+        PyBuffer_Release(&b);
+        return NULL;
+    }
+    size_t grid_len = (size_t)(gh * gw * c), size = 0;
+    uint8_t *grid = malloc(grid_len), *out = NULL;
+    if (grid == NULL) {
+        PyBuffer_Release(&b);
+        return PyErr_NoMemory();
+    }
+    Py_ssize_t finite = 0;
+    double lo = 0.0, hi = 0.0;
+    int rescaled, err;
+    Py_BEGIN_ALLOW_THREADS
+    rescaled = grid_pixels(b.buf, kind, n, c, h, w, ncol, pad, grid, grid_len, &finite, &lo, &hi);
+    err = encode(grid, (size_t)gh, (size_t)gw, (size_t)c, level, &out, &size);
+    Py_END_ALLOW_THREADS
+    free(grid);
+    PyBuffer_Release(&b);
+    if (err == -1) return PyErr_NoMemory();
+    if (err != 0) return PyErr_Format(PyExc_RuntimeError, "zlib failed to compress the image (error %d)", err);
+    PyObject *png_bytes = PyBytes_FromStringAndSize((const char *)out, (Py_ssize_t)size);
+    free(out);
+    if (png_bytes == NULL) return NULL;
+    return Py_BuildValue("(NnddO)", png_bytes, finite, lo, hi, rescaled ? Py_True : Py_False);
+}
+
 static PyObject *zlib_runtime(PyObject *self, PyObject *unused) { return PyUnicode_FromString(zlibVersion()); }
 
 static PyMethodDef methods[] = {
     {"png", png, METH_VARARGS, "png(image, level) -> bytes: a uint8 H x W x C image (C in 1-4) as PNG"},
+    {"png_grid", png_grid, METH_VARARGS,
+     "png_grid(x, n, c, h, w, ncol, pad, level) -> (bytes, n_finite, lo, hi, rescaled): float N x C x H x W "
+     "images as one PNG grid, converted and tiled as pixels.checked_uint8 and tile_images do"},
     {"zlib_version", zlib_runtime, METH_NOARGS, "zlib_version() -> str: the version of the zlib it runs on"},
     {NULL, NULL, 0, NULL},
 };

@@ -20,7 +20,7 @@ from .._common.checks import describe, is_int
 from .capture import array_nbytes, check_array, snapshot
 from .copy_buffers import BufferPool
 from .layouts import BATCH, SINGLE, resolve_layout, to_nchw
-from .pixels import checked_grid, checked_uint8, encode_png, tile_images
+from .pixels import checked_png, checked_uint8, encode_png, tile_images
 
 #: images per row of ``add_image``'s grid of a batch, as mxboard's ``add_image`` (``add_images``: square-ish)
 MXBOARD_NROW = 8
@@ -89,17 +89,20 @@ def _copy(x: Any, pool: Optional[BufferPool]) -> Tuple[Any, Optional[BufferPool]
 # ------------------------------------------------------------ build (worker thread)
 def image_hwc(payload: ImagePayload, name: str = "image", tag: str = "") -> np.ndarray:
     """The payload as one uint8 H×W×C image (a grid for a batch; it may be a view of the copy)."""
-    nchw = to_nchw(to_numpy(payload.array, name), payload.layout)
-    grid = checked_grid(nchw, payload.nrow, tag or name)  # float images: one kernel call
-    return grid if grid is not None else tile_images(checked_uint8(nchw, tag or name), nrow=payload.nrow)
+    arr = to_numpy(payload.array, name)
+    return tile_images(checked_uint8(to_nchw(arr, payload.layout), tag or name), nrow=payload.nrow)
 
 
 def build_image(tag: str, payload: ImagePayload) -> bytes:
     """Encode the payload as PNG in a ``Summary.Value.image``."""
     try:
-        hwc = image_hwc(payload, tag=tag)
-        h, w, c = hwc.shape
-        png = encode_png(hwc)
+        fast = checked_png(to_nchw(to_numpy(payload.array, "image"), payload.layout), payload.nrow, tag or "image")
+        if fast is not None:  # float images: one kernel call
+            png, (h, w, c) = fast
+        else:
+            hwc = image_hwc(payload, tag=tag)
+            h, w, c = hwc.shape
+            png = encode_png(hwc)
     finally:  # the copy is read (the grid may be a view of it): it may be reused
         if payload.pool is not None:
             payload.pool.give(payload.array)

@@ -94,26 +94,27 @@ def checked_uint8(arr: np.ndarray, tag: str) -> np.ndarray:
     return to_uint8(arr, rng)
 
 
-def checked_grid(nchw: np.ndarray, nrow: Optional[int], tag: str) -> Optional[np.ndarray]:
-    """``tile_images(checked_uint8(nchw, tag), nrow=nrow)`` by one kernel call (``_fastconvert.image_grid``:
-    one release of the GIL where the numpy code takes it back three times or more); None where the
-    kernel does not apply (not built, not float32/float64, empty, or an ``nrow`` that
-    :func:`tile_images` would refuse), so that the caller takes that way."""
-    if (_fast is None or nchw.ndim != 4 or nchw.size == 0 or nchw.dtype.char not in "fd" or not nchw.dtype.isnative
+def checked_png(nchw: np.ndarray, nrow: Optional[int], tag: str,
+                compress_level: int = PNG_COMPRESS_LEVEL) -> Optional[Tuple[bytes, Tuple[int, int, int]]]:
+    """``encode_png(tile_images(checked_uint8(nchw, tag), nrow=nrow))`` and the grid's ``(h, w, c)``, by
+    one kernel call (``_fastpng.png_grid``: one release of the GIL where the numpy code takes it back
+    for the range, the conversion, the transposing copy or each image of a grid, and the encoding);
+    None where the kernel does not apply (not built, not float32/float64, empty, more than 4
+    channels, or an ``nrow`` that :func:`tile_images` would refuse): the caller takes that way."""
+    if (_fastpng is None or nchw.ndim != 4 or nchw.size == 0 or nchw.dtype.char not in "fd"
+            or not nchw.dtype.isnative or not 1 <= nchw.shape[1] <= 4
             or not (nrow is None or (is_int(nrow) and nrow >= 1))):
         return None
     n, c, h, w = nchw.shape
     if n == 1:
-        ncol, p, shape = 1, 0, (h, w, c)  # one image: no frame (tile_images)
+        ncol, p = 1, 0  # one image: no frame (tile_images)
     else:
-        ncol = min(n, int(nrow) if nrow is not None else math.ceil(math.sqrt(n)))
-        p = 2
-        shape = (math.ceil(n / ncol) * (h + p) + p, ncol * (w + p) + p, c)
-    out = np.empty(shape, np.uint8)  # zeroed by the kernel (the frame: pad_value 0)
-    _finite, lo, hi, rescaled = _fast.image_grid(np.ascontiguousarray(nchw), out, n, c, h, w, ncol, p)
+        ncol, p = min(n, int(nrow) if nrow is not None else math.ceil(math.sqrt(n))), 2
+    png, _finite, lo, hi, rescaled = _fastpng.png_grid(np.ascontiguousarray(nchw), n, c, h, w, ncol, p,
+                                                       compress_level)
     if rescaled:
         warn_rescaled(tag, (lo, hi))
-    return out
+    return png, ((h, w, c) if n == 1 else (math.ceil(n / ncol) * (h + p) + p, ncol * (w + p) + p, c))
 
 
 def to_uint8(arr: np.ndarray, rescale: Optional[Tuple[float, float]] = None) -> np.ndarray:

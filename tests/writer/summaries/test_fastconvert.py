@@ -97,6 +97,9 @@ def test_kernel_errors_name_what_was_wrong():
     assert fast.finite_range(np.array([np.nan, 2.0, -np.inf, -3.0], np.float32)) == (2, -3.0, 2.0)
 
 
+needs_png = pytest.mark.skipif(pixels._fastpng is None, reason="the optional PNG kernel is not built")
+
+
 def image_batches(dtype):
     special = [float(dtype(v)) for v in SPECIAL]
     kinds = st.sampled_from(["unit", "wide", "special", "constant"])
@@ -114,12 +117,13 @@ def image_batches(dtype):
     return st.builds(make, kinds, shapes, st.integers(0, 2 ** 32 - 1))
 
 
-@needs_kernel
+@needs_png
 @settings(max_examples=300, deadline=None)
 @given(st.sampled_from([np.float32, np.float64]).flatmap(image_batches), st.sampled_from([None, 1, 2, 3, 8]),
        st.booleans())
-def test_image_grid_equals_the_numpy_grid_and_warns_alike(x, nrow, sliced):
-    """``checked_grid``: the pixels of checked_uint8 + tile_images, and their warning, in one kernel call."""
+def test_png_grid_is_the_numpy_grid_encoded_and_warns_alike(x, nrow, sliced):
+    """``checked_png``: the PNG of checked_uint8 + tile_images + encode_png, byte for byte, and the
+    same warning, in one kernel call."""
     import warnings
 
     if sliced:
@@ -127,32 +131,36 @@ def test_image_grid_equals_the_numpy_grid_and_warns_alike(x, nrow, sliced):
     tag = f"t{np.random.default_rng().integers(1 << 62)}"  # a warning per new tag
     with warnings.catch_warnings(record=True) as got_w:
         warnings.simplefilter("always")
-        got = pixels.checked_grid(x, nrow, tag)
+        got = pixels.checked_png(x, nrow, tag)
     with warnings.catch_warnings(record=True) as want_w:
         warnings.simplefilter("always")
-        want = numpy_only(lambda: pixels.tile_images(pixels.checked_uint8(x, tag + "-numpy"), nrow=nrow))
-    assert got is not None and got.dtype == want.dtype == np.uint8 and got.shape == want.shape
-    np.testing.assert_array_equal(got, want)
+        grid = numpy_only(lambda: pixels.tile_images(pixels.checked_uint8(x, tag + "-numpy"), nrow=nrow))
+    assert got is not None
+    png, shape = got
+    assert shape == grid.shape
+    assert png == pixels.encode_png(grid)
     assert [str(w.message).replace(tag, "T") for w in got_w] == \
         [str(w.message).replace(tag + "-numpy", "T") for w in want_w]
 
 
-def test_image_grid_leaves_what_it_does_not_take_to_numpy():
+def test_png_grid_leaves_what_it_does_not_take_to_numpy():
     x = np.zeros((2, 3, 4, 4), np.float32)
-    assert pixels.checked_grid(x.astype(np.uint8), None, "t") is None  # uint8: nothing to convert
-    assert pixels.checked_grid(x.astype(np.float16), None, "t") is None
-    assert pixels.checked_grid(x[:0], None, "t") is None
+    assert pixels.checked_png(x.astype(np.uint8), None, "t") is None  # uint8: nothing to convert
+    assert pixels.checked_png(x.astype(np.float16), None, "t") is None
+    assert pixels.checked_png(x[:0], None, "t") is None
+    assert pixels.checked_png(np.zeros((2, 5, 4, 4), np.float32), None, "t") is None  # 5 channels
     for bad in (0, -1, 1.5, "2"):  # tile_images raises for these, naming nrow
-        assert pixels.checked_grid(x, bad, "t") is None
+        assert pixels.checked_png(x, bad, "t") is None
 
 
-@needs_kernel
-def test_image_grid_errors_name_what_was_wrong():
+@needs_png
+def test_png_grid_errors_name_what_was_wrong():
+    png_grid = pixels._fastpng.png_grid
     with pytest.raises(ValueError, match="x must hold n \\* c \\* h \\* w = 96 values, got 95"):
-        fast.image_grid(np.zeros(95, np.float32), np.zeros((10, 10, 3), np.uint8), 2, 3, 4, 4, 1, 2)
-    with pytest.raises(ValueError, match="out must hold"):
-        fast.image_grid(np.zeros(96, np.float32), np.zeros((10, 10, 3), np.uint8), 2, 3, 4, 4, 1, 2)
+        png_grid(np.zeros(95, np.float32), 2, 3, 4, 4, 1, 2, 1)
     with pytest.raises(ValueError, match="ncol <= n"):
-        fast.image_grid(np.zeros(96, np.float32), np.zeros((10, 10, 3), np.uint8), 2, 3, 4, 4, 3, 2)
+        png_grid(np.zeros(96, np.float32), 2, 3, 4, 4, 3, 2, 1)
+    with pytest.raises(ValueError, match="level 0-9"):
+        png_grid(np.zeros(96, np.float32), 2, 3, 4, 4, 1, 2, 10)
     with pytest.raises(TypeError, match="x must be float32 or float64"):
-        fast.image_grid(np.zeros(96, np.int32), np.zeros((10, 10, 3), np.uint8), 2, 3, 4, 4, 1, 2)
+        png_grid(np.zeros(96, np.int32), 2, 3, 4, 4, 1, 2, 1)
