@@ -73,6 +73,17 @@ _starter: Optional[Tuple[int, "queue.SimpleQueue"]] = None
 _starter_lock = threading.Lock()
 
 
+def _forget_starter() -> None:
+    """In a forked child: the parent's starter thread is not there, and its lock may have been
+    held by another thread at the fork."""
+    global _starter, _starter_lock
+    _starter, _starter_lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_starter)
+
+
 def start_batch_thread(thread: threading.Thread, launched: threading.Event,
                        failed: Callable[[BaseException], None]) -> None:
     """Start ``thread`` under ``SCHED_BATCH`` without waiting for it to run.
