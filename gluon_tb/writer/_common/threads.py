@@ -34,8 +34,8 @@ import threading
 import time
 from typing import Callable, Optional, Tuple
 
-__all__ = ["batch_scheduling", "start_batch_thread", "BACKGROUND_NICE", "niced_kernels", "kernel_nice", "kernel_took", "cpu_saturated",
-           "KERNEL_MIN_VALUES"]
+__all__ = ["batch_scheduling", "start_batch_thread", "BACKGROUND_NICE", "niced_kernels", "kernel_nice", "kernel_took",
+           "cpu_saturated", "KERNEL_MIN_VALUES"]
 
 #: the nice value of the background kernels (measured in benchmarks/RESULTS-notes.md: on a CPU that
 #: MXNet's operators keep busy, nice 15-19 keeps the writer's work out of the training loop's way)

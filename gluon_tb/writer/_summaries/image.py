@@ -87,20 +87,17 @@ def _copy(x: Any, pool: Optional[BufferPool]) -> Tuple[Any, Optional[BufferPool]
 
 
 # ------------------------------------------------------------ build (worker thread)
-def image_hwc(payload: ImagePayload, name: str = "image", tag: str = "") -> np.ndarray:
-    """The payload as one uint8 H×W×C image (a grid for a batch; it may be a view of the copy)."""
-    arr = to_numpy(payload.array, name)
-    return tile_images(checked_uint8(to_nchw(arr, payload.layout), tag or name), nrow=payload.nrow)
-
-
 def build_image(tag: str, payload: ImagePayload) -> bytes:
-    """Encode the payload as PNG in a ``Summary.Value.image``."""
+    """Encode the payload as PNG in a ``Summary.Value.image``: float images by one kernel call
+    (``pixels.checked_png``), the others (and without the kernel) as a uint8 H×W×C grid, then PNG."""
+    name = tag or "image"
     try:
-        fast = checked_png(to_nchw(to_numpy(payload.array, "image"), payload.layout), payload.nrow, tag or "image")
-        if fast is not None:  # float images: one kernel call
+        nchw = to_nchw(to_numpy(payload.array, "image"), payload.layout)
+        fast = checked_png(nchw, payload.nrow, name)
+        if fast is not None:
             png, (h, w, c) = fast
         else:
-            hwc = image_hwc(payload, tag=tag)
+            hwc = tile_images(checked_uint8(nchw, name), nrow=payload.nrow)
             h, w, c = hwc.shape
             png = encode_png(hwc)
     finally:  # the copy is read (the grid may be a view of it): it may be reused
