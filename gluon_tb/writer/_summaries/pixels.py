@@ -106,15 +106,12 @@ def checked_png(nchw: np.ndarray, nrow: Optional[int], tag: str,
             or not (nrow is None or (is_int(nrow) and nrow >= 1))):
         return None
     n, c, h, w = nchw.shape
-    if n == 1:
-        ncol, p = 1, 0  # one image: no frame (tile_images)
-    else:
-        ncol, p = min(n, int(nrow) if nrow is not None else math.ceil(math.sqrt(n))), 2
+    ncol, p, gh, gw = grid_layout(n, h, w, nrow, 2)
     png, _finite, lo, hi, rescaled = _fastpng.png_grid(np.ascontiguousarray(nchw), n, c, h, w, ncol, p,
                                                        compress_level)
     if rescaled:
         warn_rescaled(tag, (lo, hi))
-    return png, ((h, w, c) if n == 1 else (math.ceil(n / ncol) * (h + p) + p, ncol * (w + p) + p, c))
+    return png, (gh, gw, c)
 
 
 def to_uint8(arr: np.ndarray, rescale: Optional[Tuple[float, float]] = None) -> np.ndarray:
@@ -158,6 +155,16 @@ def encode_png(hwc: np.ndarray, compress_level: int = PNG_COMPRESS_LEVEL) -> byt
     return buf.getvalue()
 
 
+def grid_layout(n: int, h: int, w: int, nrow: Optional[int], padding: int) -> Tuple[int, int, int, int]:
+    """``(columns, padding, height, width)`` of :func:`tile_images`' grid of ``n`` images of ``h`` × ``w``
+    (``nrow`` checked by the caller): ``nrow`` or ``ceil(sqrt(n))`` columns, every cell framed by
+    ``padding`` pixels; a single image is the image itself (no frame)."""
+    if n == 1:
+        return 1, 0, h, w
+    ncol = min(n, int(nrow) if nrow is not None else math.ceil(math.sqrt(n)))
+    return ncol, padding, math.ceil(n / ncol) * (h + padding) + padding, ncol * (w + padding) + padding
+
+
 def tile_images(images: Any, nrow: Optional[int] = None, padding: int = 2,
                 pad_value: float = 0) -> np.ndarray:
     """Tile an N×C×H×W batch into one H×W×C image: the grids of ``add_image(s)`` and video.
@@ -191,10 +198,8 @@ def tile_images(images: Any, nrow: Optional[int] = None, padding: int = 2,
         raise ValueError(f"images must hold at least one image, got {describe(arr)}")
     if n == 1:
         return np.ascontiguousarray(arr[0].transpose(1, 2, 0))
-    ncol = min(n, int(nrow) if nrow is not None else math.ceil(math.sqrt(n)))
-    nrows = math.ceil(n / ncol)
-    p = int(padding)
-    grid = np.full((nrows * (h + p) + p, ncol * (w + p) + p, c), pad_value, dtype=arr.dtype)
+    ncol, p, gh, gw = grid_layout(n, h, w, nrow, int(padding))
+    grid = np.full((gh, gw, c), pad_value, dtype=arr.dtype)
     hwc = arr.transpose(0, 2, 3, 1)
     for i in range(n):
         r, k = divmod(i, ncol)
