@@ -16,6 +16,7 @@ import numpy as np
 
 from ._common.checks import Number, check_bool, check_tag
 from ._format import proto as _proto
+from ._format.chain import Message
 from ._io.child import run_builder
 from ._io.items import Action, payload_nbytes
 from ._writer_base import WriterBase
@@ -325,7 +326,7 @@ class SummaryWriter(WriterBase):
                     capture_custom_scalars(layout), 0, None)
 
 
-def _build_video(tag: str, payload: Any) -> bytes:
+def _build_video(tag: str, payload: Any) -> "Message":
     """``build_video``, the GIF encoded in a child process when the frames are large (writer thread)."""
     from ._summaries.video import build_video, encode_gif
 

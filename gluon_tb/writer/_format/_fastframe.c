@@ -1,13 +1,16 @@
 /* Optional C kernel of gluon_tb/writer/_format/record.py: TFRecord framing and CRC-32C.
  *
  * frame_many(records) -> bytes
- *     records: a list of bytes. Each becomes: its length (uint64, little-endian), the masked
+ *     records: a list of bytes or chain.Chain tuples (a record as pieces: bytes-like objects and fill
+ *     capsules, _fill.h, framed as their concatenation without joining them first). Each becomes: its length (uint64, little-endian), the masked
  *     CRC-32C of those 8 bytes, the bytes, their masked CRC-32C; all joined into one buffer, the
  *     same bytes as record.frame_many_py's Python loop (tests compare them). The CRCs and copies
  *     run without the GIL, so the training thread goes on meanwhile.
  * frame_append(fd, records, start) -> int
  *     The same records framed and appended to the file behind fd, after checking it was not
  *     deleted, all in one release of the GIL (EventFile.write_records; see the function).
+ * join(record) -> bytes
+ *     A record's bytes: a Chain's pieces joined, its fills run (chain.Chain.__bytes__).
  * crc32c(data) -> int
  *     CRC-32C (Castagnoli) of a bytes-like object: the C fallback when neither the crc32c nor
  *     the google-crc32c package is installed.
@@ -24,6 +27,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "_fill.h"
 #ifndef _WIN32
 #include <errno.h>
 #include <sys/stat.h>
@@ -67,74 +72,180 @@ static void put_u32(uint8_t *out, uint32_t v) {
 
 #define FRAME_GIL_BYTES (64 * 1024)
 
+/* A record's bytes are one bytes object, or a chain.Chain (a tuple) of pieces: bytes-like objects
+ * and fill capsules (_fill.h), framed as their concatenation. */
 typedef struct {
-    const uint8_t *data;
+    const uint8_t *data; /* the piece's bytes, or NULL for a fill */
+    const gtb_fill *fill;
     Py_ssize_t len;
-} piece_t;
+} seg_t;
 
-/* The records of a list, checked to be bytes; *items holds them (and must be released) while
- * *pieces points into them. */
-static piece_t *collect(PyObject *arg, PyObject **items, Py_ssize_t *n, Py_ssize_t *total) {
-    if (!PyList_Check(arg)) {
-        PyErr_Format(PyExc_TypeError, "records must be a list of bytes, got %.80s", Py_TYPE(arg)->tp_name);
-        return NULL;
-    }
-    /* the list is copied: its items stay referenced (and unchanged: bytes) while the GIL is free */
-    *items = PySequence_Tuple(arg);
-    if (*items == NULL) return NULL;
-    *n = PyTuple_GET_SIZE(*items);
-    *total = 0;
-    piece_t *pieces = PyMem_Malloc(sizeof(piece_t) * (*n ? *n : 1));
-    if (pieces == NULL) {
-        Py_CLEAR(*items);
-        PyErr_NoMemory();
-        return NULL;
-    }
-    for (Py_ssize_t i = 0; i < *n; i++) {
-        PyObject *r = PyTuple_GET_ITEM(*items, i);
-        if (!PyBytes_Check(r)) {
-            PyErr_Format(PyExc_TypeError, "records must be a list of bytes, got %.80s at index %zd",
-                         Py_TYPE(r)->tp_name, i);
-            PyMem_Free(pieces);
-            Py_CLEAR(*items);
-            return NULL;
-        }
-        pieces[i].data = (const uint8_t *)PyBytes_AS_STRING(r);
-        pieces[i].len = PyBytes_GET_SIZE(r);
-        *total += 16 + pieces[i].len;
-    }
-    return pieces;
+typedef struct {
+    PyObject *items;   /* a tuple copy of the list: keeps every record (and piece) alive */
+    seg_t *segs;
+    Py_ssize_t *ends;  /* ends[i]: one past record i's last segment */
+    Py_ssize_t *lens;  /* lens[i]: record i's length */
+    Py_buffer *bufs;   /* buffers taken from pieces that are not bytes, released by release() */
+    Py_ssize_t n, nsegs, nbufs, total; /* total: framed, 16 bytes more a record */
+} batch_t;
+
+static void release(batch_t *b) {
+    for (Py_ssize_t i = 0; i < b->nbufs; i++) PyBuffer_Release(&b->bufs[i]);
+    PyMem_Free(b->segs);
+    PyMem_Free(b->ends);
+    PyMem_Free(b->lens);
+    PyMem_Free(b->bufs);
+    Py_CLEAR(b->items);
 }
 
-/* Frame the pieces into o (16 bytes more than the pieces' lengths). No Python calls. */
-static void frame_into(uint8_t *o, const piece_t *pieces, Py_ssize_t n) {
-    for (Py_ssize_t i = 0; i < n; i++) {
-        uint64_t len = (uint64_t)pieces[i].len;
-        for (int b = 0; b < 8; b++) o[b] = (uint8_t)(len >> (8 * b));
-        put_u32(o + 8, masked(crc32c(o, 8)));
-        memcpy(o + 12, pieces[i].data, (size_t)pieces[i].len);
-        put_u32(o + 12 + pieces[i].len, masked(crc32c(pieces[i].data, (size_t)pieces[i].len)));
-        o += 16 + pieces[i].len;
+/* One piece of a Chain into seg (GIL held). */
+static int piece(batch_t *b, PyObject *p, seg_t *seg, Py_ssize_t rec, Py_ssize_t at) {
+    seg->fill = NULL;
+    if (PyBytes_Check(p)) {
+        seg->data = (const uint8_t *)PyBytes_AS_STRING(p);
+        seg->len = PyBytes_GET_SIZE(p);
+        return 0;
     }
+    if (PyCapsule_CheckExact(p)) {
+        const gtb_fill *f = PyCapsule_GetPointer(p, GTB_FILL_CAPSULE);
+        if (f == NULL) return -1;
+        seg->data = NULL;
+        seg->fill = f;
+        seg->len = f->len;
+        return 0;
+    }
+    Py_buffer *v = &b->bufs[b->nbufs];
+    if (PyObject_GetBuffer(p, v, PyBUF_C_CONTIGUOUS) < 0) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "records must be a list of bytes or Chains of bytes-like pieces, "
+                     "got %.80s in record %zd at piece %zd", Py_TYPE(p)->tp_name, rec, at);
+        return -1;
+    }
+    b->nbufs++;
+    seg->data = (const uint8_t *)v->buf;
+    seg->len = v->len;
+    return 0;
+}
+
+/* The records of a list, checked (GIL held); on error release() has been called. */
+static int collect(PyObject *arg, batch_t *b) {
+    memset(b, 0, sizeof(*b));
+    if (!PyList_Check(arg)) {
+        PyErr_Format(PyExc_TypeError, "records must be a list of bytes, got %.80s", Py_TYPE(arg)->tp_name);
+        return -1;
+    }
+    /* the list is copied: its items stay referenced (and unchanged) while the GIL is free */
+    b->items = PySequence_Tuple(arg);
+    if (b->items == NULL) return -1;
+    b->n = PyTuple_GET_SIZE(b->items);
+    Py_ssize_t nsegs = 0, nchains = 0;
+    for (Py_ssize_t i = 0; i < b->n; i++) {
+        PyObject *r = PyTuple_GET_ITEM(b->items, i);
+        if (PyBytes_Check(r)) {
+            nsegs++;
+        } else if (PyTuple_Check(r)) {
+            nsegs += PyTuple_GET_SIZE(r);
+            nchains += PyTuple_GET_SIZE(r);
+        } else {
+            PyErr_Format(PyExc_TypeError, "records must be a list of bytes or Chains, got %.80s at index %zd",
+                         Py_TYPE(r)->tp_name, i);
+            release(b);
+            return -1;
+        }
+    }
+    b->segs = PyMem_Malloc(sizeof(seg_t) * (nsegs ? nsegs : 1));
+    b->ends = PyMem_Malloc(sizeof(Py_ssize_t) * (b->n ? b->n : 1));
+    b->lens = PyMem_Malloc(sizeof(Py_ssize_t) * (b->n ? b->n : 1));
+    b->bufs = nchains ? PyMem_Malloc(sizeof(Py_buffer) * nchains) : NULL;
+    if (b->segs == NULL || b->ends == NULL || b->lens == NULL || (nchains && b->bufs == NULL)) {
+        release(b);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < b->n; i++) {
+        PyObject *r = PyTuple_GET_ITEM(b->items, i);
+        Py_ssize_t len = 0;
+        if (PyBytes_Check(r)) {
+            seg_t *s = &b->segs[b->nsegs++];
+            s->data = (const uint8_t *)PyBytes_AS_STRING(r);
+            s->fill = NULL;
+            s->len = len = PyBytes_GET_SIZE(r);
+        } else {
+            for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(r); k++) {
+                seg_t *s = &b->segs[b->nsegs];
+                if (piece(b, PyTuple_GET_ITEM(r, k), s, i, k) < 0) {
+                    release(b);
+                    return -1;
+                }
+                b->nsegs++;
+                len += s->len;
+            }
+        }
+        b->ends[i] = b->nsegs;
+        b->lens[i] = len;
+        b->total += 16 + len;
+    }
+    return 0;
+}
+
+/* Record i's bytes into o (its length), fills run. No Python calls. */
+static void join_into(uint8_t *o, const batch_t *b, Py_ssize_t i) {
+    for (Py_ssize_t k = i ? b->ends[i - 1] : 0; k < b->ends[i]; k++) {
+        const seg_t *s = &b->segs[k];
+        if (s->data != NULL)
+            memcpy(o, s->data, (size_t)s->len);
+        else
+            s->fill->fill(s->fill, o);
+        o += s->len;
+    }
+}
+
+/* Frame the records into o (b->total bytes). No Python calls. */
+static void frame_into(uint8_t *o, const batch_t *b) {
+    for (Py_ssize_t i = 0; i < b->n; i++) {
+        uint64_t len = (uint64_t)b->lens[i];
+        for (int k = 0; k < 8; k++) o[k] = (uint8_t)(len >> (8 * k));
+        put_u32(o + 8, masked(crc32c(o, 8)));
+        join_into(o + 12, b, i);
+        put_u32(o + 12 + len, masked(crc32c(o + 12, (size_t)len)));
+        o += 16 + len;
+    }
+}
+
+/* join(record) -> bytes: a record's bytes (a Chain's pieces joined, its fills run). */
+static PyObject *join(PyObject *self, PyObject *arg) {
+    PyObject *list = PyList_New(1);
+    if (list == NULL) return NULL;
+    Py_INCREF(arg);
+    PyList_SET_ITEM(list, 0, arg);
+    batch_t b;
+    int err = collect(list, &b);
+    Py_DECREF(list);
+    if (err < 0) return NULL;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, b.lens[0]);
+    if (out != NULL) {
+        PyThreadState *ts = b.lens[0] > FRAME_GIL_BYTES ? PyEval_SaveThread() : NULL;
+        join_into((uint8_t *)PyBytes_AS_STRING(out), &b, 0);
+        if (ts != NULL) PyEval_RestoreThread(ts);
+    }
+    release(&b);
+    return out;
 }
 
 static PyObject *frame_many(PyObject *self, PyObject *arg) {
-    PyObject *items;
-    Py_ssize_t n, total;
-    piece_t *pieces = collect(arg, &items, &n, &total);
-    if (pieces == NULL) return NULL;
-    PyObject *out = PyBytes_FromStringAndSize(NULL, total);
+    batch_t b;
+    if (collect(arg, &b) < 0) return NULL;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, b.total);
     if (out != NULL) {
         uint8_t *o = (uint8_t *)PyBytes_AS_STRING(out);
         /* the GIL is released for large batches only: taking it back while another thread runs
            Python costs that thread a forced hand-over (~130-280 us on a VM), more than framing
            and checksumming FRAME_GIL_BYTES takes */
-        PyThreadState *ts = total > FRAME_GIL_BYTES ? PyEval_SaveThread() : NULL;
-        frame_into(o, pieces, n);
+        PyThreadState *ts = b.total > FRAME_GIL_BYTES ? PyEval_SaveThread() : NULL;
+        frame_into(o, &b);
         if (ts != NULL) PyEval_RestoreThread(ts);
     }
-    PyMem_Free(pieces);
-    Py_DECREF(items);
+    release(&b);
     return out;
 }
 
@@ -147,16 +258,15 @@ static PyObject *frame_many(PyObject *self, PyObject *arg) {
  * back is a forced hand-over for a thread running Python. */
 static PyObject *frame_append(PyObject *self, PyObject *args) {
     int fd;
-    PyObject *arg, *items;
+    PyObject *arg;
     long long start;
     if (!PyArg_ParseTuple(args, "iOL:frame_append", &fd, &arg, &start)) return NULL;
-    Py_ssize_t n, total;
-    piece_t *pieces = collect(arg, &items, &n, &total);
-    if (pieces == NULL) return NULL;
+    batch_t b;
+    if (collect(arg, &b) < 0) return NULL;
+    Py_ssize_t total = b.total;
     uint8_t *buf = PyMem_RawMalloc(total ? (size_t)total : 1);
     if (buf == NULL) {
-        PyMem_Free(pieces);
-        Py_DECREF(items);
+        release(&b);
         return PyErr_NoMemory();
     }
     int err = 0;
@@ -168,7 +278,7 @@ static PyObject *frame_append(PyObject *self, PyObject *args) {
     } else if (st.st_nlink == 0) {
         written = -1;
     } else {
-        frame_into(buf, pieces, n);
+        frame_into(buf, &b);
         while (written < total) {
             ssize_t w = write(fd, buf + written, (size_t)(total - written));
             if (w < 0 && errno == EINTR) continue;
@@ -185,8 +295,7 @@ static PyObject *frame_append(PyObject *self, PyObject *args) {
     }
     Py_END_ALLOW_THREADS
     PyMem_RawFree(buf);
-    PyMem_Free(pieces);
-    Py_DECREF(items);
+    release(&b);
     if (err) {
         errno = err;
         return PyErr_SetFromErrno(PyExc_OSError);
@@ -289,7 +398,8 @@ done:
 }
 
 static PyMethodDef methods[] = {
-    {"frame_many", frame_many, METH_O, "frame_many(records: list[bytes]) -> bytes: TFRecords joined"},
+    {"frame_many", frame_many, METH_O, "frame_many(records: list[bytes | Chain]) -> bytes: TFRecords joined"},
+    {"join", join, METH_O, "join(record: bytes | Chain) -> bytes: a record's bytes, a Chain's pieces joined"},
 #ifndef _WIN32
     {"frame_append", frame_append, METH_VARARGS,
      "frame_append(fd, records, start) -> int: records framed and appended; -1 if the file was deleted"},

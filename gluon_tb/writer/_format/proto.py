@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import struct
 import sys
-from typing import Iterable, Mapping, Optional, Sequence
+from typing import Iterable, List, Mapping, Optional, Sequence, overload
 
 import numpy as np
 
 from . import wire as _wire
+from .chain import Chain, Message, concat, f_message
 from .wire import (
     f_bool,
     f_bytes,
@@ -47,15 +48,24 @@ _NP_TO_DT = {
 
 
 # ---------------------------------------------------------------- Event
+@overload
+def event(wall_time: float, step: int = 0, *, summary: Optional[bytes] = None, file_version: Optional[str] = None,
+          graph_def: Optional[bytes] = None, session_log: Optional[bytes] = None) -> bytes: ...
+@overload
+def event(wall_time: float, step: int = 0, *, summary: Optional[Message] = None, file_version: Optional[str] = None,
+          graph_def: Optional[bytes] = None, session_log: Optional[bytes] = None) -> Message: ...
+
+
 def event(
     wall_time: float,
     step: int = 0,
     *,
-    summary: Optional[bytes] = None,
+    summary: Optional[Message] = None,
     file_version: Optional[str] = None,
     graph_def: Optional[bytes] = None,
     session_log: Optional[bytes] = None,
-) -> bytes:
+) -> Message:
+    """An ``Event``; a Chain ``summary`` makes a Chain (its pieces uncopied, :class:`.chain.Chain`)."""
     out = f_double(1, wall_time)
     if step:
         out += f_varint(2, step)
@@ -63,11 +73,10 @@ def event(
         out += f_str(3, file_version)
     if graph_def is not None:
         out += f_bytes(4, graph_def)
-    if summary is not None:
-        out += f_bytes(5, summary)
-    if session_log is not None:
-        out += f_bytes(7, session_log)
-    return out
+    if summary is None:
+        return out + f_bytes(7, session_log) if session_log is not None else out
+    tail = f_bytes(7, session_log) if session_log is not None else b""
+    return concat(out, f_message(5, summary), tail)
 
 
 def session_log(status: int, msg: str = "") -> bytes:
@@ -78,36 +87,45 @@ def session_log(status: int, msg: str = "") -> bytes:
 
 
 # ---------------------------------------------------------------- Summary
-def summary(values: Iterable[bytes]) -> bytes:
-    """A ``Summary`` of already-encoded ``Summary.Value`` messages."""
-    return b"".join(f_bytes(1, v) for v in values)
+@overload
+def summary(values: Iterable[bytes]) -> bytes: ...
+@overload
+def summary(values: Iterable[Message]) -> Message: ...
+
+
+def summary(values: Iterable[Message]) -> Message:
+    """A ``Summary`` of already-encoded ``Summary.Value`` messages (a Chain if one of them is)."""
+    return concat(*(f_message(1, v) for v in values))
+
+
+@overload
+def value(tag: str, *, simple_value: Optional[float] = None, image: Optional[bytes] = None,
+          histo: Optional[bytes] = None, audio: Optional[bytes] = None, tensor: Optional[bytes] = None,
+          metadata: Optional[bytes] = None) -> bytes: ...
+@overload
+def value(tag: str, *, simple_value: Optional[float] = None, image: Optional[Message] = None,
+          histo: Optional[bytes] = None, audio: Optional[Message] = None, tensor: Optional[Message] = None,
+          metadata: Optional[bytes] = None) -> Message: ...
 
 
 def value(
     tag: str,
     *,
     simple_value: Optional[float] = None,
-    image: Optional[bytes] = None,
+    image: Optional[Message] = None,
     histo: Optional[bytes] = None,
-    audio: Optional[bytes] = None,
-    tensor: Optional[bytes] = None,
+    audio: Optional[Message] = None,
+    tensor: Optional[Message] = None,
     metadata: Optional[bytes] = None,
-) -> bytes:
-    """A ``Summary.Value``; give exactly one payload."""
-    out = f_str(1, tag)
+) -> Message:
+    """A ``Summary.Value``; give exactly one payload (a Chain payload makes a Chain)."""
+    parts: List[Message] = [f_str(1, tag)]
     if simple_value is not None:
-        out += f_float(2, simple_value)
-    if image is not None:
-        out += f_bytes(4, image)
-    if histo is not None:
-        out += f_bytes(5, histo)
-    if audio is not None:
-        out += f_bytes(6, audio)
-    if tensor is not None:
-        out += f_bytes(8, tensor)
-    if metadata is not None:
-        out += f_bytes(9, metadata)
-    return out
+        parts.append(f_float(2, simple_value))
+    for field, m in ((4, image), (5, histo), (6, audio), (8, tensor), (9, metadata)):
+        if m is not None:
+            parts.append(f_message(field, m))
+    return concat(*parts)
 
 
 def metadata(
@@ -182,19 +200,28 @@ def trimmed_histogram(min: float, max: float, num: float, sum: float, sum_square
     return trimmed_histogram_py(min, max, num, sum, sum_squares, right_edges, counts)
 
 
-def image(height: int, width: int, colorspace: int, encoded: bytes) -> bytes:
-    return f_varint(1, height) + f_varint(2, width) + f_varint(3, colorspace) + f_bytes(4, encoded)
+@overload
+def image(height: int, width: int, colorspace: int, encoded: bytes) -> bytes: ...
+@overload
+def image(height: int, width: int, colorspace: int, encoded: Message) -> Message: ...
 
 
+def image(height: int, width: int, colorspace: int, encoded: Message) -> Message:
+    return concat(f_varint(1, height) + f_varint(2, width) + f_varint(3, colorspace), f_message(4, encoded))
+
+
+@overload
 def audio(sample_rate: float, num_channels: int, length_frames: int, encoded: bytes,
-          content_type: str = "audio/wav") -> bytes:
-    return (
-        f_float(1, sample_rate)
-        + f_varint(2, num_channels)
-        + f_varint(3, length_frames)
-        + f_bytes(4, encoded)
-        + f_str(5, content_type)
-    )
+          content_type: str = "audio/wav") -> bytes: ...
+@overload
+def audio(sample_rate: float, num_channels: int, length_frames: int, encoded: Message,
+          content_type: str = "audio/wav") -> Message: ...
+
+
+def audio(sample_rate: float, num_channels: int, length_frames: int, encoded: Message,
+          content_type: str = "audio/wav") -> Message:
+    head = f_float(1, sample_rate) + f_varint(2, num_channels) + f_varint(3, length_frames)
+    return concat(head, f_message(4, encoded), f_str(5, content_type))
 
 
 # ---------------------------------------------------------------- Tensor
@@ -216,7 +243,18 @@ def tensor_array(arr: np.ndarray) -> bytes:
         arr = arr.astype(np.float32)
         dt = DT_FLOAT
     content = np.ascontiguousarray(arr).astype(arr.dtype.newbyteorder("<"), copy=False).tobytes()
-    return f_varint(1, dt) + f_bytes(2, tensor_shape(arr.shape)) + f_bytes(4, content)
+    return tensor_content(dt, arr.shape, content)
+
+
+@overload
+def tensor_content(dtype: int, shape: Sequence[int], content: bytes) -> bytes: ...
+@overload
+def tensor_content(dtype: int, shape: Sequence[int], content: Message) -> Message: ...
+
+
+def tensor_content(dtype: int, shape: Sequence[int], content: Message) -> Message:
+    """A tensor of DataType ``dtype`` whose little-endian values are ``content``."""
+    return concat(f_varint(1, dtype) + f_bytes(2, tensor_shape(shape)), f_message(4, content))
 
 
 # ---------------------------------------------------------------- Graph

@@ -12,7 +12,9 @@ _u32 = struct.Struct("<I")
 
 
 def frame(data: bytes) -> bytes:
-    """Return ``data`` framed as one TFRecord."""
+    """Return ``data`` (bytes, or a :class:`.chain.Chain`) framed as one TFRecord."""
+    if type(data) is not bytes:
+        data = bytes(data)
     return b"".join((_header(len(data)), data, _u32.pack(_crc32c.masked_crc(data))))
 
 
@@ -38,6 +40,8 @@ def frame_many_py(records: list[bytes]) -> bytes:
     parts: list[bytes] = []
     append = parts.append
     for data in records:
+        if type(data) is not bytes:  # a Chain (or a bytes-like object)
+            data = bytes(data)
         n = len(data)
         h = headers.get(n)
         append(h if h is not None else _header(n))

@@ -40,6 +40,7 @@ from typing import Any, Callable, Deque, Dict, List, Optional, Protocol
 from .._common.arrays import host_float
 from .._common.threads import niced_kernels
 from .._format import proto as _proto
+from .._format.chain import Chain
 from .items import Action, ScalarItem, Summary
 from .output import EventOutput, Output
 from .sink import Sink
@@ -263,7 +264,7 @@ class Worker:
         except Exception as e:
             self._fail(e)
             return
-        if isinstance(values, bytes):
+        if isinstance(values, (bytes, Chain)):  # one value (a Chain: one value as pieces)
             values = [values]
         self._pending.setdefault(item.run, []).append(
             _proto.event(item.wall, item.step, summary=_proto.summary(values)))

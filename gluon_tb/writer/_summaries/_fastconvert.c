@@ -16,6 +16,10 @@
  * pcm16(x, out)
  *     audio.to_pcm16: d = (double)x clipped to [-1, 1], NaN -> 0, rounded half to even (d * 32767)
  *
+ * pcm16_piece(x) -> capsule
+ *     the same samples (little-endian) as a fill piece of a chain.Chain (../_format/_fill.h): made
+ *     while the record is framed and written, in that release of the GIL (audio.build_audio)
+ *
  *   x    a C-contiguous float32 or float64 buffer (any shape: read as its values in order)
  *   out  a writable C-contiguous buffer of as many uint8 (to_uint8) or int16 (pcm16) values
  *
@@ -29,6 +33,7 @@
 #include <string.h>
 
 #include "_pixels.h"
+#include "../_format/_fill.h"
 
 static int get_in(PyObject *o, Py_buffer *b, int *kind) {
     if (PyObject_GetBuffer(o, b, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return -1;
@@ -132,11 +137,55 @@ static PyObject *pcm16(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* pcm16_piece(x) -> capsule: pcm16 of x as a fill piece (_fill.h): the little-endian int16 samples
+ * are made while the record holding them is framed and written, in the same release of the GIL. */
+typedef struct {
+    gtb_fill base;
+    Py_buffer src;
+    int kind;
+} pcm16_fill;
+
+static void pcm16_run(const gtb_fill *self, uint8_t *out) {
+    const pcm16_fill *f = (const pcm16_fill *)self;
+    Py_ssize_t n = f->src.len / f->kind;
+    for (Py_ssize_t i = 0; i < n; i++) {  /* out need not be aligned: bytes, low first */
+        int16_t v = f->kind == 4 ? sample((double)((const float *)f->src.buf)[i]) : sample(((const double *)f->src.buf)[i]);
+        out[2 * i] = (uint8_t)((uint16_t)v & 0xFF);
+        out[2 * i + 1] = (uint8_t)((uint16_t)v >> 8);
+    }
+}
+
+static void pcm16_free(PyObject *capsule) {
+    pcm16_fill *f = PyCapsule_GetPointer(capsule, GTB_FILL_CAPSULE);
+    if (f == NULL) return;
+    PyBuffer_Release(&f->src);
+    PyMem_Free(f);
+}
+
+static PyObject *pcm16_piece(PyObject *self, PyObject *arg) {
+    pcm16_fill *f = PyMem_Malloc(sizeof(pcm16_fill));
+    if (f == NULL) return PyErr_NoMemory();
+    if (get_in(arg, &f->src, &f->kind) < 0) {
+        PyMem_Free(f);
+        return NULL;
+    }
+    f->base.len = f->src.len / f->kind * 2;
+    f->base.fill = pcm16_run;
+    PyObject *capsule = PyCapsule_New(f, GTB_FILL_CAPSULE, pcm16_free);
+    if (capsule == NULL) {
+        PyBuffer_Release(&f->src);
+        PyMem_Free(f);
+    }
+    return capsule;
+}
+
 static PyMethodDef methods[] = {
     {"finite_range", finite_range, METH_O,
      "finite_range(x) -> (n_finite, lo, hi): the min and max of x's finite float values"},
     {"to_uint8", to_uint8, METH_VARARGS, "to_uint8(x, out, rescale, lo, scale): pixels.to_uint8 of float values into out"},
     {"pcm16", pcm16, METH_VARARGS, "pcm16(x, out): audio.to_pcm16 of float values into out (int16)"},
+    {"pcm16_piece", pcm16_piece, METH_O,
+     "pcm16_piece(x) -> capsule: pcm16 of x, made while its record is framed (a chain.Chain fill piece)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -40,7 +40,10 @@
 #include <Python.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "../_format/_fill.h"
 #ifdef __linux__
 #include <pthread.h>
 #include <sys/resource.h>
@@ -412,6 +415,27 @@ static char format_code(const Py_buffer *b) {
     return c && strchr("?bBhHiIlLqQfd", c) ? c : 0;
 }
 
+/* tp[k] += label * w, fp[k] += (1 - label) * w for every value i, k = floor(p * (nb - 1)) in the
+ * predictions' own type (kind 1: float32, 2: float64); k is kept inside [0, nb) (it is there for
+ * predictions in [0, 1], which the callers have checked). No Python calls. */
+static void pr_buckets(const void *pb, int kind, const void *lb, char lf, const double *wv, double wscalar,
+                       Py_ssize_t n, double *t, double *f, Py_ssize_t nb) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t k;
+        if (kind == 1) {
+            float v = ((const float *)pb)[i] * (float)(nb - 1);
+            k = (Py_ssize_t)floorf(v);
+        } else {
+            double v = ((const double *)pb)[i] * (double)(nb - 1);
+            k = (Py_ssize_t)floor(v);
+        }
+        if (k < 0 || k >= nb) k = k < 0 ? 0 : nb - 1;
+        double y = label_at((const char *)lb, lf, i), wi = wv ? wv[i] : wscalar;
+        t[k] += y * wi;
+        f[k] += (1.0 - y) * wi;
+    }
+}
+
 /* pr_counts(predictions, labels, weights, tp, fp) -> (0, -1) when every value is valid, else
  * (1, i) for the first prediction i outside [0, 1] (or NaN) or (2, i) for the first label i
  * that is not 0 or 1 (a bool label is always valid); then nothing is counted.
@@ -464,21 +488,7 @@ static PyObject *pr_counts(PyObject *self, PyObject *args) {
             if (!(y == 0.0 || y == 1.0)) { bad = 2; at = i; break; }
         }
     }
-    if (!bad) {
-        for (Py_ssize_t i = 0; i < n; i++) {
-            Py_ssize_t k;
-            if (kind == 1) {
-                float v = ((const float *)p.buf)[i] * (float)(nb - 1);
-                k = (Py_ssize_t)floorf(v);
-            } else {
-                double v = ((const double *)p.buf)[i] * (double)(nb - 1);
-                k = (Py_ssize_t)floor(v);
-            }
-            double y = label_at((const char *)l.buf, lf, i), wi = wv ? wv[i] : wscalar;
-            t[k] += y * wi;
-            f[k] += (1.0 - y) * wi;
-        }
-    }
+    if (!bad) pr_buckets(p.buf, kind, l.buf, lf, wv, wscalar, n, t, f, nb);
     Py_END_ALLOW_THREADS
     result = Py_BuildValue("in", bad, at);
 done:
@@ -490,6 +500,103 @@ done:
     return result;
 }
 
+/* ---- pr_curve_piece: the whole [6, n] float32 tensor content as a fill piece (../_format/_fill.h) ---- */
+typedef struct {
+    gtb_fill base;
+    Py_buffer p, l, w; /* w.obj is NULL for a scalar weight */
+    int kind;
+    char lf;
+    double wscalar;
+    Py_ssize_t nb;
+} pr_fill;
+
+static void put_f32(uint8_t *out, Py_ssize_t at, double d) {
+    float v = (float)d;
+    uint32_t bits;
+    memcpy(&bits, &v, 4);
+    for (int b = 0; b < 4; b++) out[4 * at + b] = (uint8_t)(bits >> (8 * b));
+}
+
+/* pr_curve._curves in C, the same float64 operations in the same order, each cast to float32 */
+static void pr_run(const gtb_fill *self, uint8_t *out) {
+    const pr_fill *f = (const pr_fill *)self;
+    Py_ssize_t nb = f->nb, n = f->p.len / f->p.itemsize;
+    double *buf = calloc((size_t)(4 * nb), sizeof(double));
+    if (buf == NULL) {  /* no memory: zeros, which TensorBoard draws as an empty curve */
+        memset(out, 0, (size_t)(24 * nb));
+        return;
+    }
+    double *tb = buf, *fb = buf + nb, *tp = buf + 2 * nb, *fp = buf + 3 * nb;
+    pr_buckets(f->p.buf, f->kind, f->l.buf, f->lf, f->w.obj ? (const double *)f->w.buf : NULL, f->wscalar, n,
+               tb, fb, nb);
+    tp[nb - 1] = tb[nb - 1];  /* np.cumsum of the reversed buckets: the first sum is the value itself */
+    fp[nb - 1] = fb[nb - 1];
+    for (Py_ssize_t j = nb - 2; j >= 0; j--) {
+        tp[j] = tp[j + 1] + tb[j];
+        fp[j] = fp[j + 1] + fb[j];
+    }
+    for (Py_ssize_t j = 0; j < nb; j++) {
+        double tn = fp[0] - fp[j], fn = tp[0] - tp[j];
+        double dp = tp[j] + fp[j], dr = tp[j] + fn;
+        dp = dp != dp ? dp : (dp > 1e-7 ? dp : 1e-7); /* np.maximum(1e-7, x): NaN stays NaN */
+        dr = dr != dr ? dr : (dr > 1e-7 ? dr : 1e-7);
+        put_f32(out, j, tp[j]);
+        put_f32(out, nb + j, fp[j]);
+        put_f32(out, 2 * nb + j, tn);
+        put_f32(out, 3 * nb + j, fn);
+        put_f32(out, 4 * nb + j, tp[j] / dp);
+        put_f32(out, 5 * nb + j, tp[j] / dr);
+    }
+    free(buf);
+}
+
+static void pr_free(PyObject *capsule) {
+    pr_fill *f = PyCapsule_GetPointer(capsule, GTB_FILL_CAPSULE);
+    if (f == NULL) return;
+    if (f->p.obj) PyBuffer_Release(&f->p);
+    if (f->l.obj) PyBuffer_Release(&f->l);
+    if (f->w.obj) PyBuffer_Release(&f->w);
+    PyMem_Free(f);
+}
+
+/* pr_curve_piece(predictions, labels, weights, num_thresholds) -> capsule: as pr_counts's
+ * arguments, for values checked already (pr_curve.capture_pr_curve checks numpy arrays). */
+static PyObject *pr_curve_piece(PyObject *self, PyObject *args) {
+    PyObject *op, *ol, *ow;
+    Py_ssize_t nb;
+    if (!PyArg_ParseTuple(args, "OOOn:pr_curve_piece", &op, &ol, &ow, &nb)) return NULL;
+    pr_fill *f = PyMem_Calloc(1, sizeof(pr_fill));
+    if (f == NULL) return PyErr_NoMemory();
+    f->wscalar = 1.0;
+    if (PyObject_GetBuffer(op, &f->p, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) goto fail;
+    if (PyObject_GetBuffer(ol, &f->l, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) goto fail;
+    if (PyFloat_Check(ow)) {
+        f->wscalar = PyFloat_AsDouble(ow);
+    } else if (PyObject_GetBuffer(ow, &f->w, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        goto fail;
+    }
+    f->kind = float_kind(&f->p);
+    if (!f->kind) goto fail;
+    f->lf = format_code(&f->l);
+    Py_ssize_t n = f->p.len / f->p.itemsize;
+    if (!f->lf || f->l.len / f->l.itemsize != n || (f->w.obj && (!is_format(&f->w, 'd') || f->w.len / 8 != n)) ||
+        nb < 2) {
+        PyErr_SetString(PyExc_ValueError, "pr_curve_piece: labels, weights or num_thresholds has the wrong type or size");
+        goto fail;
+    }
+    f->nb = nb;
+    f->base.len = 24 * nb;
+    f->base.fill = pr_run;
+    PyObject *capsule = PyCapsule_New(f, GTB_FILL_CAPSULE, pr_free);
+    if (capsule != NULL) return capsule;
+fail:
+    if (f->p.obj) PyBuffer_Release(&f->p);
+    if (f->l.obj) PyBuffer_Release(&f->l);
+    if (f->w.obj) PyBuffer_Release(&f->w);
+    PyMem_Free(f);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"stats", stats, METH_VARARGS,
      "stats(x, nice=0) -> (n_finite, min, max, sum, sum_sq) of the finite values"},
@@ -497,6 +604,9 @@ static PyMethodDef methods[] = {
      "uniform(x, edges, counts, nice=0): counts[i] += values in bucket i of float64 edges (uniform)"},
     {"pr_counts", pr_counts, METH_VARARGS,
      "pr_counts(predictions, labels, weights, tp, fp) -> (0, -1), or (1 or 2, first bad index)"},
+    {"pr_curve_piece", pr_curve_piece, METH_VARARGS,
+     "pr_curve_piece(predictions, labels, weights, num_thresholds) -> capsule: the curve's float32 tensor "
+     "content, made while its record is framed (a chain.Chain fill piece); for checked values"},
     {"probe_nice", probe_nice, METH_VARARGS, "probe_nice(nice) -> the nice value a kernel given nice runs at"},
     {"count", count, METH_VARARGS,
      "count(x, cells, counts, nice=0) -> (n_finite, min, max, sum, sum_sq)"},

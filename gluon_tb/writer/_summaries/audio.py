@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .._format import proto as _proto
+from .._format.chain import CHAINS, Chain, Message
 from .._common.arrays import to_numpy
 from .._common.checks import Number, as_float, describe, is_real
 from .capture import array_nbytes, check_array, snapshot
@@ -81,24 +82,40 @@ def to_pcm16(arr: np.ndarray) -> np.ndarray:
 _WAV_HEADER = struct.Struct("<4sL4s4sLHHLLHH4sL")
 
 
+def wav_header(frames: int, channels: int, sample_rate: float) -> bytes:
+    """The 44 bytes before ``frames`` x ``channels`` int16 samples in a WAV file."""
+    size = frames * channels * 2
+    rate = int(round(sample_rate))
+    return _WAV_HEADER.pack(b"RIFF", 36 + size, b"WAVE", b"fmt ", 16, 1, channels, rate,
+                            channels * rate * 2, channels * 2, 16, b"data", size)
+
+
 def encode_wav(frames: np.ndarray, sample_rate: float) -> bytes:
     """WAV bytes of int16 ``(frames, channels)`` samples (the bytes ``wave`` writes for them)."""
     n, channels = frames.shape
     data = np.ascontiguousarray(frames, dtype="<i2").data.cast("B")
-    rate = int(round(sample_rate))
-    header = _WAV_HEADER.pack(b"RIFF", 36 + len(data), b"WAVE", b"fmt ", 16, 1, channels, rate,
-                              channels * rate * 2, channels * 2, 16, b"data", len(data))
-    return b"".join((header, data))
+    return b"".join((wav_header(n, channels, sample_rate), data))
 
 
-def build_audio(tag: str, payload: AudioPayload) -> bytes:
+def wav(arr: np.ndarray, sample_rate: float) -> Message:
+    """WAV of float ``(frames, channels)`` samples. Where the C kernels and framing are built, a
+    Chain whose samples are converted while its record is framed and written (``pcm16_piece``):
+    the GIL is taken back once for the conversion, the framing and the write, and the clip is
+    not copied on its way to the file (:class:`.chain.Chain`)."""
+    n, c = arr.shape
+    src = kernel_input(arr) if CHAINS and np.little_endian else None
+    if src is not None and hasattr(_fast, "pcm16_piece"):
+        head = wav_header(n, c, sample_rate)
+        return Chain((head, _fast.pcm16_piece(src)), len(head) + 2 * n * c)
+    return encode_wav(to_pcm16(arr), sample_rate)
+
+
+def build_audio(tag: str, payload: AudioPayload) -> Message:
     """Encode the clip as WAV in a ``Summary.Value.audio``."""
     arr = to_numpy(payload.array, "audio")
     if arr.ndim == 1:
         arr = arr[:, None]
     elif payload.channels_first:
         arr = arr.T
-    frames = to_pcm16(arr)
-    n, c = frames.shape
-    wav = encode_wav(frames, payload.sample_rate)
-    return _proto.value(tag, audio=_proto.audio(payload.sample_rate, c, n, wav))
+    n, c = arr.shape
+    return _proto.value(tag, audio=_proto.audio(payload.sample_rate, c, n, wav(arr, payload.sample_rate)))

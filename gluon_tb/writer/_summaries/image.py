@@ -15,6 +15,7 @@ from typing import Any, NamedTuple, Optional, Tuple
 import numpy as np
 
 from .._format import proto as _proto
+from .._format.chain import Message, uncopied
 from .._common.arrays import to_numpy
 from .._common.checks import describe, is_int
 from .capture import array_nbytes, check_array, snapshot
@@ -87,7 +88,7 @@ def _copy(x: Any, pool: Optional[BufferPool]) -> Tuple[Any, Optional[BufferPool]
 
 
 # ------------------------------------------------------------ build (worker thread)
-def build_image(tag: str, payload: ImagePayload) -> bytes:
+def build_image(tag: str, payload: ImagePayload) -> Message:
     """Encode the payload as PNG in a ``Summary.Value.image``: float images by one kernel call
     (``pixels.checked_png``), the others (and without the kernel) as a uint8 H×W×C grid, then PNG."""
     name = tag or "image"
@@ -103,4 +104,4 @@ def build_image(tag: str, payload: ImagePayload) -> bytes:
     finally:  # the copy is read (the grid may be a view of it): it may be reused
         if payload.pool is not None:
             payload.pool.give(payload.array)
-    return _proto.value(tag, image=_proto.image(h, w, c, png))
+    return _proto.value(tag, image=_proto.image(h, w, c, uncopied(png)))

@@ -24,6 +24,7 @@ import numpy as np
 from .._format import proto as _proto
 from .._common.arrays import is_ndarray, to_numpy
 from .._common.checks import as_float, describe, is_int, is_real
+from .._format.chain import CHAINS, Chain, Message
 from .._format.wire import f_varint
 
 try:  # the optional C kernel (setup.py builds it where a compiler is found)
@@ -45,6 +46,7 @@ class PrCurvePayload:
     predictions: Any
     num_thresholds: int
     weights: Union[None, float, Any] = None
+    checked: bool = False  # labels and predictions are numpy arrays whose values were checked
 
 
 def capture_pr_curve(labels: Any, predictions: Any, num_thresholds: int = 127,
@@ -83,7 +85,8 @@ def capture_pr_curve(labels: Any, predictions: Any, num_thresholds: int = 127,
         _check_predictions(predictions)
     if isinstance(labels, np.ndarray):
         _check_labels(labels)
-    return PrCurvePayload(labels, predictions, int(num_thresholds), weights)
+    checked = isinstance(predictions, np.ndarray) and isinstance(labels, np.ndarray)
+    return PrCurvePayload(labels, predictions, int(num_thresholds), weights, checked)
 
 
 def _take(x: Any, name: str) -> Any:
@@ -130,10 +133,10 @@ def pr_curve_data(labels: np.ndarray, predictions: np.ndarray, num_thresholds: i
     return _curves(tp_buckets, fp_buckets)
 
 
-def _fast_buckets(labels: np.ndarray, predictions: np.ndarray, num_thresholds: int,
-                  weights: Union[None, float, np.ndarray]) -> Any:
-    """``(tp_buckets, fp_buckets)`` from the C kernel, after its checks (the ValueErrors of
-    :func:`_check_predictions` and :func:`_check_labels`); None where it does not apply."""
+def _kernel_inputs(labels: np.ndarray, predictions: np.ndarray,
+                   weights: Union[None, float, np.ndarray]) -> Any:
+    """``(predictions, labels, weights)`` flat and contiguous as the C kernels take them; None
+    where they do not apply (not built, or dtypes they do not read)."""
     p = predictions.reshape(-1)
     y = labels.reshape(-1)
     if (_fast is None or p.dtype not in (np.float32, np.float64) or not p.dtype.isnative
@@ -148,14 +151,39 @@ def _fast_buckets(labels: np.ndarray, predictions: np.ndarray, num_thresholds: i
         return None
     if y.size != p.size:
         return None
+    return np.ascontiguousarray(p), np.ascontiguousarray(y), w
+
+
+def _fast_buckets(labels: np.ndarray, predictions: np.ndarray, num_thresholds: int,
+                  weights: Union[None, float, np.ndarray]) -> Any:
+    """``(tp_buckets, fp_buckets)`` from the C kernel, after its checks (the ValueErrors of
+    :func:`_check_predictions` and :func:`_check_labels`); None where it does not apply."""
+    inputs = _kernel_inputs(labels, predictions, weights)
+    if inputs is None:
+        return None
+    p, y, w = inputs
     tp = np.zeros(num_thresholds, np.float64)
     fp = np.zeros(num_thresholds, np.float64)
-    bad, at = _fast.pr_counts(np.ascontiguousarray(p), np.ascontiguousarray(y), w, tp, fp)
+    bad, at = _fast.pr_counts(p, y, w, tp, fp)
     if bad == 1:
         raise ValueError(f"predictions must be in [0, 1], got a value {p[at]!r}")
     if bad == 2:
         raise ValueError(f"labels must be bool or 0/1, got a value {y[at]!r}")
     return tp, fp
+
+
+def _curve_piece(labels: np.ndarray, predictions: np.ndarray, num_thresholds: int,
+                 weights: Union[None, float, np.ndarray]) -> Any:
+    """The ``[6, num_thresholds]`` float32 content as a Chain whose values are counted and
+    computed while its record is framed and written (``_fasthist.pr_curve_piece``): the worker
+    takes the GIL back once for all of it (a separate kernel call cost the training thread one
+    more hand-over). For values checked already; None where the kernels do not apply."""
+    if not CHAINS or not hasattr(_fast, "pr_curve_piece"):
+        return None
+    inputs = _kernel_inputs(labels, predictions, weights)
+    if inputs is None:
+        return None
+    return Chain((_fast.pr_curve_piece(*inputs, num_thresholds),), 24 * num_thresholds)
 
 
 def _curves(tp_buckets: np.ndarray, fp_buckets: np.ndarray) -> np.ndarray:
@@ -181,7 +209,7 @@ def metadata(tag: str, num_thresholds: int, description: str = "") -> bytes:
     return _proto.metadata(PLUGIN_NAME, content, display_name=tag, description=description)
 
 
-def build_pr_curve(tag: str, payload: PrCurvePayload) -> bytes:
+def build_pr_curve(tag: str, payload: PrCurvePayload) -> Message:
     """Encode ``payload`` as a ``pr_curves`` ``Summary.Value`` (worker thread)."""
     labels = to_numpy(payload.labels, "labels")
     predictions = to_numpy(payload.predictions, "predictions")
@@ -189,6 +217,12 @@ def build_pr_curve(tag: str, payload: PrCurvePayload) -> bytes:
     if weights is not None and not isinstance(weights, float):
         weights = to_numpy(weights, "weights")
     labels, predictions = np.asarray(labels), np.asarray(predictions)
+    meta = metadata(tag, payload.num_thresholds)
+    if payload.checked:
+        piece = _curve_piece(labels, predictions, payload.num_thresholds, weights)
+        if piece is not None:
+            tensor = _proto.tensor_content(_proto.DT_FLOAT, (6, payload.num_thresholds), piece)
+            return _proto.value(tag, tensor=tensor, metadata=meta)
     fast = _fast_buckets(labels, predictions, payload.num_thresholds, weights)
     if fast is not None:
         data = _curves(*fast)
@@ -196,5 +230,4 @@ def build_pr_curve(tag: str, payload: PrCurvePayload) -> bytes:
         _check_predictions(predictions)
         _check_labels(labels)
         data = pr_curve_data(labels, predictions, payload.num_thresholds, weights)
-    return _proto.value(tag, tensor=_proto.tensor_array(data),
-                        metadata=metadata(tag, payload.num_thresholds))
+    return _proto.value(tag, tensor=_proto.tensor_array(data), metadata=meta)

@@ -20,6 +20,7 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 
 from .._format import proto as _proto
+from .._format.chain import Message, uncopied
 from .._common.arrays import to_numpy
 from .._common.checks import Number, as_float, describe, is_real
 from .capture import array_nbytes, check_array, snapshot
@@ -73,7 +74,7 @@ def encode_gif(frames: np.ndarray, fps: float) -> bytes:
 
 
 def build_video(tag: str, payload: VideoPayload,
-                encode: Callable[[np.ndarray, float], bytes] = encode_gif) -> bytes:
+                encode: Callable[[np.ndarray, float], bytes] = encode_gif) -> Message:
     """Encode the clip(s) as an animated GIF in a ``Summary.Value.image``. ``encode``: what turns
     the frames into GIF bytes (:func:`encode_gif`, or the same in a child process)."""
     arr = to_numpy(payload.array, "video")
@@ -82,4 +83,4 @@ def build_video(tag: str, payload: VideoPayload,
     arr = checked_uint8(arr[:, :, :3], tag)  # GIF has no alpha channel: drop it
     frames = np.stack([tile_images(arr[:, t]) for t in range(arr.shape[1])])
     _, h, w, c = frames.shape
-    return _proto.value(tag, image=_proto.image(h, w, c, encode(frames, payload.fps)))
+    return _proto.value(tag, image=_proto.image(h, w, c, uncopied(encode(frames, payload.fps))))

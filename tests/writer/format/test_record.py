@@ -142,9 +142,67 @@ def test_c_kernel_frames_large_records_and_rejects_what_is_not_bytes():
     assert list(read_records(io.BytesIO(_fastframe.frame_many(big)), strict=True)) == big
     with pytest.raises(TypeError, match="records must be a list of bytes, got tuple"):
         _fastframe.frame_many((b"a",))
-    with pytest.raises(TypeError, match="records must be a list of bytes, got str at index 1"):
+    with pytest.raises(TypeError, match="records must be a list of bytes or Chains, got str at index 1"):
         _fastframe.frame_many([b"a", "b"])
     assert frame_many is _fastframe.frame_many  # what the writer uses
+
+
+def _chain(record, cuts, kinds):
+    """``record`` as a Chain cut at ``cuts``, its pieces bytes, memoryviews and bytearrays."""
+    from gluon_tb.writer._format.chain import Chain
+
+    edges = [0, *sorted(c % (len(record) + 1) for c in cuts), len(record)]
+    pieces = []
+    for i, (a, b) in enumerate(zip(edges, edges[1:])):
+        kind = kinds[i % len(kinds)] if kinds else 0
+        part = record[a:b]
+        pieces.append(part if kind == 0 else memoryview(part) if kind == 1 else bytearray(part))
+    return Chain(pieces, len(record))
+
+
+@needs_c
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.binary(max_size=300), st.lists(st.integers(0, 400), max_size=5),
+                          st.lists(st.integers(0, 2), max_size=4), st.booleans()), min_size=1, max_size=12))
+def test_chains_frame_as_their_joined_bytes(tmp_path_factory, spec):
+    """A record given as pieces (chain.Chain) is framed, appended and joined exactly as its bytes."""
+    import os
+
+    records = [r for r, _, _, _ in spec]
+    mixed = [_chain(r, cuts, kinds) if as_chain else r for r, cuts, kinds, as_chain in spec]
+    want = frame_many(records)
+    assert _fastframe.frame_many(mixed) == want == frame_many_py_of(mixed)
+    assert [bytes(m) for m in mixed] == records
+    assert [_fastframe.join(m) for m in mixed] == records
+    path = tmp_path_factory.mktemp("chains") / "f"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    try:
+        assert _fastframe.frame_append(fd, mixed, 0) == len(want)
+    finally:
+        os.close(fd)
+    assert path.read_bytes() == want
+
+
+def frame_many_py_of(records):
+    from gluon_tb.writer._format.record import frame_many_py
+
+    return frame_many_py(records)
+
+
+@needs_c
+def test_a_chain_with_a_piece_that_is_not_bytes_is_refused_and_named():
+    from gluon_tb.writer._format.chain import Chain
+
+    with pytest.raises(TypeError, match="bytes-like pieces, got str in record 1 at piece 2"):
+        _fastframe.frame_many([b"a", Chain([b"b", memoryview(b"c"), "d"], 3)])
+    with pytest.raises(TypeError, match="got list at index 0"):
+        _fastframe.frame_many([[b"a"]])
+    import datetime  # a capsule of another kind: refused by its name
+
+    capsule = datetime.datetime_CAPI
+    with pytest.raises(ValueError, match="incorrect name"):
+        _fastframe.frame_many([Chain([capsule], 1)])
+    assert _fastframe.frame_many([Chain([], 0)]) == frame(b"")  # still working
 
 
 needs_append = pytest.mark.skipif(getattr(_fastframe, "frame_append", None) is None,
@@ -191,7 +249,7 @@ def test_frame_append_writes_nothing_to_a_deleted_file_and_raises_what_write_rai
     with pytest.raises(OSError) as e:  # a closed descriptor: fstat fails
         _fastframe.frame_append(w, [b"abc"], 0)
     assert e.value.errno == errno.EBADF
-    with pytest.raises(TypeError, match="records must be a list of bytes, got str at index 0"):
+    with pytest.raises(TypeError, match="records must be a list of bytes or Chains, got str at index 0"):
         _fastframe.frame_append(0, ["x"], 0)
 
 

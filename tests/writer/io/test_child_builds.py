@@ -298,4 +298,4 @@ def test_a_large_video_is_encoded_in_a_child_with_the_threads_bytes(tmp_path, ch
         assert got_step == step and gif[:6] == b"GIF89a"
         from tensorboard.compat.proto import summary_pb2
 
-        assert gif == summary_pb2.Summary.Value.FromString(want).image.encoded_image_string
+        assert gif == summary_pb2.Summary.Value.FromString(bytes(want)).image.encoded_image_string

@@ -194,7 +194,7 @@ def test_an_image_copy_is_handed_back_only_after_its_png_is_made(make, dtype):
     x = (np.random.RandomState(0).rand(4, 3, 8, 8) * (255 if dtype == np.uint8 else 1)).astype(dtype)
     pool = _ScribblingPool(1 << 20)
     payloads = [capture_images(make(x), pool=pool), capture_image(make(x[0]), pool=pool)]
-    pngs = [summary_pb2.Summary.Value.FromString(build_image("i", p)).image.encoded_image_string
+    pngs = [summary_pb2.Summary.Value.FromString(bytes(build_image("i", p))).image.encoded_image_string
             for p in payloads]
     assert pool.idle_bytes == (x.nbytes + x[0].nbytes if make is np.asarray else 0)  # numpy's handed back
     want = x if dtype == np.uint8 else (x * 255).round().astype(np.uint8)  # the pixels' policy

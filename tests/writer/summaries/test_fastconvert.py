@@ -164,3 +164,35 @@ def test_png_grid_errors_name_what_was_wrong():
         png_grid(np.zeros(96, np.float32), 2, 3, 4, 4, 1, 2, 10)
     with pytest.raises(TypeError, match="x must be float32 or float64"):
         png_grid(np.zeros(96, np.int32), 2, 3, 4, 4, 1, 2, 1)
+
+
+@needs_kernel
+@settings(max_examples=80, deadline=None)
+@given(st.sampled_from([np.float32, np.float64]).flatmap(arrays), st.sampled_from([1, 2]),
+       st.sampled_from([1.0, 8000.0, 44100.0, 22050.4]))
+def test_wav_made_while_framed_is_the_numpy_wav(x, channels, rate):
+    """The samples converted inside the framing (a Chain with a fill piece): the same WAV bytes."""
+    from gluon_tb.writer._format.chain import CHAINS, Chain
+
+    x = x.reshape(-1, channels) if x.size % channels == 0 else x.reshape(-1, 1)
+
+    got = audio.wav(x, rate)
+    want = numpy_only(audio.wav, x, rate)
+    assert type(want) is bytes and want == wave_module_bytes(numpy_only(audio.to_pcm16, x), rate)
+    if CHAINS:
+        assert type(got) is Chain and got.nbytes == len(want)
+    assert bytes(got) == want
+
+
+@needs_kernel
+def test_a_fill_piece_holds_its_samples_until_it_is_dropped():
+    import sys
+
+    x = np.linspace(-1, 1, 1001, dtype=np.float32)
+    before = sys.getrefcount(x)
+    piece = fast.pcm16_piece(x)
+    assert sys.getrefcount(x) == before + 1  # the buffer it reads while the GIL is free
+    del piece
+    assert sys.getrefcount(x) == before
+    with pytest.raises(TypeError, match="x must be float32 or float64 values"):
+        fast.pcm16_piece(np.zeros(3, np.int16))

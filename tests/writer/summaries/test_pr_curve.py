@@ -164,6 +164,25 @@ def test_the_kernel_counts_what_numpy_counts(label_dtype, pred_dtype, weights):
         assert fast is not None
         np.testing.assert_array_equal(pr_mod._curves(*fast), pr_mod.pr_curve_data(labels, preds, k, w))
         np.testing.assert_array_equal(pr_mod._curves(*fast), tb_expected(labels, preds, k, w))
+        # the same values computed while the record is framed (a Chain's fill piece), byte for byte
+        piece = pr_mod._curve_piece(labels, preds, k, w)
+        assert (piece is None) == (not pr_mod.CHAINS)
+        if piece is not None:
+            assert piece.nbytes == 24 * k
+            assert bytes(piece) == pr_mod._curves(*fast).astype("<f4").tobytes()
+
+
+@needs_kernel
+@pytest.mark.parametrize("weights", [-1.0, "signed", 0.0])
+def test_the_curve_made_while_framed_keeps_the_signs_of_zeros(weights):
+    """Negative and zero weights make -0.0 sums; the piece writes the bytes numpy's cast makes."""
+    if not pr_mod.CHAINS:
+        pytest.skip("Chains are not framed here")
+    rng = np.random.default_rng(11)
+    labels, preds = rng.random(300) < 0.5, rng.random(300)
+    w = rng.standard_normal(300) if weights == "signed" else weights
+    fast = pr_mod._fast_buckets(labels, preds, 33, w)
+    assert bytes(pr_mod._curve_piece(labels, preds, 33, w)) == pr_mod._curves(*fast).astype("<f4").tobytes()
 
 
 @needs_kernel
