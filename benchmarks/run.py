@@ -186,7 +186,9 @@ def main() -> None:
     if "gil" in only:  # its own table (bench_gil.py): what each payload costs the training thread
         import bench_gil
 
-        gil_rounds = 3 if q else 7
+        # 15: a round's off-CPU difference spreads over several ms on this VM; with 7 a row's median
+        # moved by more than the targets' 0.3-0.5 ms between runs of the same code (session 16)
+        gil_rounds = 3 if q else 15
         cfg["gil"] = (f"one fresh process per payload kind; {gil_rounds} alternating rounds of a pure-Python loop "
                       "with and without the payload queued (quiet, then with a spinning process per core for the "
                       "stalls); tensorboardX's caller time beside")
