@@ -81,7 +81,8 @@ def warn_rescaled(tag: str, rng: Tuple[float, float]) -> None:
         if tag in _warned:
             return
         _warned.add(tag)
-    warnings.warn(f"gluon_tb: image {tag!r}: float values span [{rng[0]:.6g}, {rng[1]:.6g}], outside [0, 1]; "
+    lo, hi = rng[0] + 0.0, rng[1] + 0.0  # -0.0 reads 0: numpy's min and the C kernel's may differ in its sign
+    warnings.warn(f"gluon_tb: image {tag!r}: float values span [{lo:.6g}, {hi:.6g}], outside [0, 1]; "
                   "rescaled by their min and max (pass floats in [0, 1] or uint8 0..255 to keep them as they "
                   "are)", UserWarning, stacklevel=3)
 
