@@ -73,10 +73,13 @@ def event(
         out += f_str(3, file_version)
     if graph_def is not None:
         out += f_bytes(4, graph_def)
-    if summary is None:
-        return out + f_bytes(7, session_log) if session_log is not None else out
-    tail = f_bytes(7, session_log) if session_log is not None else b""
-    return concat(out, f_message(5, summary), tail)
+    if type(summary) is Chain:
+        return concat(out, f_message(5, summary), f_bytes(7, session_log) if session_log is not None else b"")
+    if summary is not None:
+        out += f_bytes(5, summary)  # type: ignore[arg-type]
+    if session_log is not None:
+        out += f_bytes(7, session_log)
+    return out
 
 
 def session_log(status: int, msg: str = "") -> bytes:
@@ -95,7 +98,10 @@ def summary(values: Iterable[Message]) -> Message: ...
 
 def summary(values: Iterable[Message]) -> Message:
     """A ``Summary`` of already-encoded ``Summary.Value`` messages (a Chain if one of them is)."""
-    return concat(*(f_message(1, v) for v in values))
+    values = values if isinstance(values, list) else list(values)
+    if Chain in map(type, values):
+        return concat(*(f_message(1, v) for v in values))
+    return b"".join(f_bytes(1, v) for v in values)  # type: ignore[arg-type]
 
 
 @overload
@@ -119,13 +125,28 @@ def value(
     metadata: Optional[bytes] = None,
 ) -> Message:
     """A ``Summary.Value``; give exactly one payload (a Chain payload makes a Chain)."""
-    parts: List[Message] = [f_str(1, tag)]
+    if type(image) is Chain or type(audio) is Chain or type(tensor) is Chain:
+        parts: List[Message] = [f_str(1, tag)]
+        if simple_value is not None:
+            parts.append(f_float(2, simple_value))
+        for field, m in ((4, image), (5, histo), (6, audio), (8, tensor), (9, metadata)):
+            if m is not None:
+                parts.append(f_message(field, m))
+        return concat(*parts)
+    out = f_str(1, tag)  # bytes only: as fast as before Chains (histograms, every batch with some options)
     if simple_value is not None:
-        parts.append(f_float(2, simple_value))
-    for field, m in ((4, image), (5, histo), (6, audio), (8, tensor), (9, metadata)):
-        if m is not None:
-            parts.append(f_message(field, m))
-    return concat(*parts)
+        out += f_float(2, simple_value)
+    if image is not None:
+        out += f_bytes(4, image)  # type: ignore[arg-type]
+    if histo is not None:
+        out += f_bytes(5, histo)
+    if audio is not None:
+        out += f_bytes(6, audio)  # type: ignore[arg-type]
+    if tensor is not None:
+        out += f_bytes(8, tensor)  # type: ignore[arg-type]
+    if metadata is not None:
+        out += f_bytes(9, metadata)
+    return out
 
 
 def metadata(

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import secrets
 import threading
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 from .._common.checks import NAME_MAX
 from .event_file import EventFile
@@ -61,7 +61,7 @@ def _temporary_name(name: str) -> str:
     return tmp if len(os.fsencode(tmp)) <= NAME_MAX - 17 else f".tmp.{os.getpid()}.{threading.get_ident()}"
 
 
-def write_new_file(path: str, data: bytes, write: Write = os.write) -> str:
+def write_new_file(path: str, data: Union[bytes, memoryview], write: Write = os.write) -> str:
     """Write ``data`` to a new temporary file beside ``path`` and return its name.
 
     Its name is :func:`_temporary_name`'s; if that name exists (a leftover, or a planted
@@ -141,7 +141,7 @@ class LocalOutput:
         return LocalOutput(self.logdir, self.suffix, self.look_for_others,
                            record_write=self._record_write, file_write=self._file_write)
 
-    def write_files(self, files: Mapping[str, bytes]) -> None:
+    def write_files(self, files: Mapping[str, Union[bytes, memoryview]]) -> None:
         """Write every ``{relpath: data}`` under the log directory: all of them, or none.
 
         Each is written to a temporary file first; only when all are written are they
@@ -189,7 +189,7 @@ class LocalOutput:
                     pass
             raise
 
-    def _write_fast(self, files: Mapping[str, bytes]) -> bool:
+    def _write_fast(self, files: Mapping[str, Union[bytes, memoryview]]) -> bool:
         """``write_files`` by the C kernel; False: not done (nothing left behind)."""
         entries = []
         for rel, data in files.items():

@@ -14,7 +14,7 @@ import io
 import os
 import threading
 import time
-from typing import TYPE_CHECKING, Dict, List, Mapping, Optional
+from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Union
 
 from .._format import proto as _proto
 from .._format.record import frame, frame_many, read_records
@@ -128,7 +128,7 @@ class MemoryOutput:
         self.event_files.setdefault(run, []).append(f)
         return f
 
-    def write_files(self, files: Mapping[str, bytes]) -> None:
+    def write_files(self, files: Mapping[str, Union[bytes, memoryview]]) -> None:
         """All of ``files`` or, when a write fails, none of them."""
         staged = {}
         for rel, data in files.items():

@@ -12,7 +12,7 @@ or slow disk is an output object handed to the writer, not a patched ``os.write`
 """
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional, Protocol
+from typing import Dict, List, Mapping, Optional, Protocol, Union
 
 from .._common.checks import is_remote
 from .local_output import LocalOutput
@@ -77,7 +77,7 @@ class Output(Protocol):
     def event_file(self, run: Optional[str]) -> EventOutput:
         """A new event file for ``run`` (a relative run name; None: the log directory itself)."""
 
-    def write_files(self, files: Mapping[str, bytes]) -> None:
+    def write_files(self, files: Mapping[str, Union[bytes, memoryview]]) -> None:
         """Write every ``{relpath: data}`` under the log directory: all of them, or none."""
 
     def event_paths(self, files: Mapping[Optional[str], EventOutput]) -> Dict[Optional[str], str]:

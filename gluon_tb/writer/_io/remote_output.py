@@ -6,7 +6,7 @@ which an object store replaces atomically.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional, Union
 
 from .remote import RemoteEventFile, RemoteWriteError, Store
 from .remote_options import RemoteOptions
@@ -40,10 +40,11 @@ class RemoteOutput:
     def event_file(self, run: Optional[str]) -> RemoteEventFile:
         return RemoteEventFile(self.store, run, self.suffix)
 
-    def write_files(self, files: Mapping[str, bytes]) -> None:
-        """Each file one put (a whole object: atomic in an object store)."""
+    def write_files(self, files: Mapping[str, Union[bytes, memoryview]]) -> None:
+        """Each file one put (a whole object: atomic in an object store). A view (an embedding's
+        float32 values) is copied to bytes, which every file system's ``pipe_file`` takes."""
         for rel, data in files.items():
-            self.store.put_file(rel, data)
+            self.store.put_file(rel, data if isinstance(data, bytes) else bytes(data))
 
     def event_paths(self, files: Mapping[Optional[str], Any]) -> Dict[Optional[str], str]:
         raise NotImplementedError(f"reading event files back needs a local logdir, got {self.logdir!r}")

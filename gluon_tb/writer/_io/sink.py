@@ -9,7 +9,7 @@ one object each).
 """
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional
+from typing import Dict, List, Mapping, Optional, Union
 
 from .output import Output
 
@@ -36,7 +36,7 @@ class Sink:
         """Write ``data`` to ``logdir/relpath`` atomically (temp file, then rename)."""
         self.write_files({relpath: data})
 
-    def write_files(self, files: Mapping[str, bytes]) -> None:
+    def write_files(self, files: Mapping[str, Union[bytes, memoryview]]) -> None:
         """Write every ``{relpath: data}`` under the log directory: all of them, or none.
 
         On an error nothing of this call is left behind (see the output's

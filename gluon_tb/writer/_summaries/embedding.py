@@ -9,7 +9,7 @@ private copies. On the worker, ``embedding_action`` writes the files of
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple, Union
 
 import numpy as np
 
@@ -129,7 +129,7 @@ def capture_embedding(embedding: Any, labels: Any = None, images: Any = None) ->
 
 
 # ------------------------------------------------------------ build (worker)
-def embedding_files(tag: str, step: int, payload: EmbeddingPayload) -> Dict[str, bytes]:
+def embedding_files(tag: str, step: int, payload: EmbeddingPayload) -> Dict[str, Union[bytes, memoryview]]:
     """``{relative path: file contents}`` for one embedding (pure; may be slow)."""
     d = embedding_dir(tag, step)
     name, data = tensor_file(to_numpy(payload.matrix, "embedding"))
@@ -141,7 +141,7 @@ def embedding_files(tag: str, step: int, payload: EmbeddingPayload) -> Dict[str,
     return files
 
 
-def embedding_entry(tag: str, step: int, payload: EmbeddingPayload, files: Dict[str, bytes]) -> EmbeddingEntry:
+def embedding_entry(tag: str, step: int, payload: EmbeddingPayload, files: Dict[str, Union[bytes, memoryview]]) -> EmbeddingEntry:
     """The config's entry for the ``files`` of :func:`embedding_files`."""
     binary = f"{embedding_dir(tag, step)}/{TENSORS_BINARY}" in files
     rows, cols = payload.matrix.shape
