@@ -1,9 +1,10 @@
 /* Optional C kernel of gluon_tb/writer/_format/record.py: TFRecord framing and CRC-32C.
  *
  * frame_many(records) -> bytes
- *     records: a list of bytes or chain.Chain tuples (a record as pieces: bytes-like objects and fill
- *     capsules, _fill.h, framed as their concatenation without joining them first). Each becomes: its length (uint64, little-endian), the masked
- *     CRC-32C of those 8 bytes, the bytes, their masked CRC-32C; all joined into one buffer, the
+ *     records: a list of bytes or chain.Chain tuples (a record as pieces: bytes-like objects and
+ *     fill capsules, _fill.h, framed as their concatenation without joining them first). Each
+ *     becomes: its length (uint64, little-endian), the masked CRC-32C of those 8 bytes, the
+ *     bytes, their masked CRC-32C; all joined into one buffer, the
  *     same bytes as record.frame_many_py's Python loop (tests compare them). The CRCs and copies
  *     run without the GIL, so the training thread goes on meanwhile.
  * frame_append(fd, records, start) -> int
@@ -75,8 +76,8 @@ static void put_u32(uint8_t *out, uint32_t v) {
 /* A record's bytes are one bytes object, or a chain.Chain (a tuple) of pieces: bytes-like objects
  * and fill capsules (_fill.h), framed as their concatenation. */
 typedef struct {
-    const uint8_t *data; /* the piece's bytes, or NULL for a fill */
-    const gtb_fill *fill;
+    const uint8_t *data; /* the piece's bytes (a buffer's or a bytes object's) */
+    const gtb_fill *fill; /* or, when not NULL, what makes them */
     Py_ssize_t len;
 } seg_t;
 
@@ -192,10 +193,10 @@ static int collect(PyObject *arg, batch_t *b) {
 static void join_into(uint8_t *o, const batch_t *b, Py_ssize_t i) {
     for (Py_ssize_t k = i ? b->ends[i - 1] : 0; k < b->ends[i]; k++) {
         const seg_t *s = &b->segs[k];
-        if (s->data != NULL)
-            memcpy(o, s->data, (size_t)s->len);
-        else
+        if (s->fill != NULL)
             s->fill->fill(s->fill, o);
+        else if (s->len)  /* an empty buffer's pointer may be NULL */
+            memcpy(o, s->data, (size_t)s->len);
         o += s->len;
     }
 }

@@ -149,7 +149,8 @@ static void pcm16_run(const gtb_fill *self, uint8_t *out) {
     const pcm16_fill *f = (const pcm16_fill *)self;
     Py_ssize_t n = f->src.len / f->kind;
     for (Py_ssize_t i = 0; i < n; i++) {  /* out need not be aligned: bytes, low first */
-        int16_t v = f->kind == 4 ? sample((double)((const float *)f->src.buf)[i]) : sample(((const double *)f->src.buf)[i]);
+        double d = f->kind == 4 ? (double)((const float *)f->src.buf)[i] : ((const double *)f->src.buf)[i];
+        int16_t v = sample(d);
         out[2 * i] = (uint8_t)((uint16_t)v & 0xFF);
         out[2 * i + 1] = (uint8_t)((uint16_t)v >> 8);
     }

@@ -581,7 +581,8 @@ static PyObject *pr_curve_piece(PyObject *self, PyObject *args) {
     Py_ssize_t n = f->p.len / f->p.itemsize;
     if (!f->lf || f->l.len / f->l.itemsize != n || (f->w.obj && (!is_format(&f->w, 'd') || f->w.len / 8 != n)) ||
         nb < 2) {
-        PyErr_SetString(PyExc_ValueError, "pr_curve_piece: labels, weights or num_thresholds has the wrong type or size");
+        PyErr_SetString(PyExc_ValueError,
+                        "pr_curve_piece: labels, weights or num_thresholds has the wrong type or size");
         goto fail;
     }
     f->nb = nb;

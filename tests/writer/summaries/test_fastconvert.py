@@ -131,9 +131,9 @@ def test_the_rescaling_warning_reads_a_zero_minimum_as_0_whatever_its_sign(dtype
         warnings.simplefilter("always")
         pixels.checked_png(x, None, tag)
         numpy_only(lambda: pixels.checked_uint8(x, tag + "-numpy"))
-    assert [str(w.message).split(": ")[2] for w in got] == ["float values span [0, 1.5], outside [0, 1]; rescaled by"
-                                                             " their min and max (pass floats in [0, 1] or uint8 0..255 "
-                                                             "to keep them as they are)"] * 2
+    want = ("float values span [0, 1.5], outside [0, 1]; rescaled by their min and max (pass floats in [0, 1] "
+            "or uint8 0..255 to keep them as they are)")
+    assert [str(w.message).split(": ")[2] for w in got] == [want, want]
 
 
 @needs_png
