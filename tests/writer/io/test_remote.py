@@ -104,6 +104,38 @@ def check_everything(local):
 
 
 # ---------------------------------------------------------------- memory://
+def test_records_written_as_pieces_reach_a_remote_run_whole(mem, tmp_path):
+    """Audio and PR curves computed while their records are framed, and a large image nested
+    uncopied (chain.Chain), go through a remote run's buffered parts: the bytes a local
+    directory gets, read back by TensorBoard's reader."""
+    fs, root = mem
+    rng = np.random.default_rng(16)
+    clip = rng.random(44100).astype(np.float32) * 2 - 1
+    labels, preds = rng.integers(0, 2, 500), rng.random(500).astype(np.float32)
+    image = rng.random((3, 128, 128)).astype(np.float32)
+
+    def log(w):
+        w.add_audio("a", clip, global_step=3, sample_rate=44100)
+        w.add_pr_curve("p", labels, preds, num_thresholds=11, global_step=5)
+        w.add_image("i", image, 7)
+
+    with SummaryWriter("memory://" + root) as w:
+        log(w)
+    with SummaryWriter(str(tmp_path / "local")) as w:
+        log(w)
+    remote = download(fs, root, tmp_path / "remote")
+
+    def values(d):
+        out = {}
+        for tag in ("a", "p", "i"):
+            [e] = readback.tensor_events(d, ".", tag)
+            out[tag] = (e.step, e.tensor_proto.SerializeToString())
+        return out
+
+    got, want = values(remote), values(str(tmp_path / "local"))
+    assert got == want and [got[t][0] for t in ("a", "p", "i")] == [3, 5, 7]
+
+
 def test_memory_url_is_read_back_by_tensorboard(mem, tmp_path):
     fs, root = mem
     with SummaryWriter("memory://" + root) as w:
