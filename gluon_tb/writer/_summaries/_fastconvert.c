@@ -115,6 +115,16 @@ static inline int16_t sample(double d) {
     return (int16_t)nearbyint(d * 32767.0);
 }
 
+/* the n samples of x (float32 when kind is 4, else float64) as little-endian int16, low byte first
+ * (out need not be aligned: a fill piece writes into a record) */
+static void pcm16_bytes(const void *x, int kind, Py_ssize_t n, uint8_t *out) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint16_t v = (uint16_t)sample(kind == 4 ? (double)((const float *)x)[i] : ((const double *)x)[i]);
+        out[2 * i] = (uint8_t)(v & 0xFF);
+        out[2 * i + 1] = (uint8_t)(v >> 8);
+    }
+}
+
 static PyObject *pcm16(PyObject *self, PyObject *args) {
     PyObject *xo, *oo;
     if (!PyArg_ParseTuple(args, "OO", &xo, &oo)) return NULL;
@@ -122,15 +132,8 @@ static PyObject *pcm16(PyObject *self, PyObject *args) {
     int kind;
     Py_ssize_t n;
     if (get_in_out(xo, oo, &b, &o, &kind, &n, 2) < 0) return NULL;
-    int16_t *out = (int16_t *)o.buf;
     Py_BEGIN_ALLOW_THREADS
-    if (kind == 4) {
-        const float *x = (const float *)b.buf;
-        for (Py_ssize_t i = 0; i < n; i++) out[i] = sample((double)x[i]);
-    } else {
-        const double *x = (const double *)b.buf;
-        for (Py_ssize_t i = 0; i < n; i++) out[i] = sample(x[i]);
-    }
+    pcm16_bytes(b.buf, kind, n, (uint8_t *)o.buf);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&o);
     PyBuffer_Release(&b);
@@ -147,13 +150,7 @@ typedef struct {
 
 static void pcm16_run(const gtb_fill *self, uint8_t *out) {
     const pcm16_fill *f = (const pcm16_fill *)self;
-    Py_ssize_t n = f->src.len / f->kind;
-    for (Py_ssize_t i = 0; i < n; i++) {  /* out need not be aligned: bytes, low first */
-        double d = f->kind == 4 ? (double)((const float *)f->src.buf)[i] : ((const double *)f->src.buf)[i];
-        int16_t v = sample(d);
-        out[2 * i] = (uint8_t)((uint16_t)v & 0xFF);
-        out[2 * i + 1] = (uint8_t)((uint16_t)v >> 8);
-    }
+    pcm16_bytes(f->src.buf, f->kind, f->src.len / f->kind, out);
 }
 
 static void pcm16_free(PyObject *capsule) {

@@ -40,7 +40,6 @@
 #include <Python.h>
 #include <math.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "../_format/_fill.h"
@@ -436,6 +435,46 @@ static void pr_buckets(const void *pb, int kind, const void *lb, char lf, const 
     }
 }
 
+/* The values of a PR curve as pr_counts and pr_curve_piece take them (see pr_counts). */
+typedef struct {
+    Py_buffer p, l, w; /* w.obj is NULL for a scalar weight */
+    int kind;          /* the predictions': 1 float32, 2 float64 */
+    char lf;           /* the labels' format code */
+    double wscalar;
+    Py_ssize_t n;
+} pr_in;
+
+static void pr_in_release(pr_in *in) {
+    if (in->p.obj) PyBuffer_Release(&in->p);
+    if (in->l.obj) PyBuffer_Release(&in->l);
+    if (in->w.obj) PyBuffer_Release(&in->w);
+}
+
+/* in (zeroed by the caller) from the three arguments, checked; -1 (with an error naming `who`
+ * and released buffers) when they are not as pr_counts describes. */
+static int pr_in_get(PyObject *op, PyObject *ol, PyObject *ow, pr_in *in, const char *who) {
+    in->wscalar = 1.0;
+    if (PyObject_GetBuffer(op, &in->p, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) goto fail;
+    if (PyObject_GetBuffer(ol, &in->l, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) goto fail;
+    if (PyFloat_Check(ow))
+        in->wscalar = PyFloat_AsDouble(ow);
+    else if (PyObject_GetBuffer(ow, &in->w, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        goto fail;
+    in->kind = float_kind(&in->p);
+    if (!in->kind) goto fail;
+    in->lf = format_code(&in->l);
+    in->n = in->p.len / in->p.itemsize;
+    if (!in->lf || in->l.len / in->l.itemsize != in->n ||
+        (in->w.obj && (!is_format(&in->w, 'd') || in->w.len / 8 != in->n))) {
+        PyErr_Format(PyExc_ValueError, "%s: labels or weights has the wrong type or size", who);
+        goto fail;
+    }
+    return 0;
+fail:
+    pr_in_release(in);
+    return -1;
+}
+
 /* pr_counts(predictions, labels, weights, tp, fp) -> (0, -1) when every value is valid, else
  * (1, i) for the first prediction i outside [0, 1] (or NaN) or (2, i) for the first label i
  * that is not 0 or 1 (a bool label is always valid); then nothing is counted.
@@ -450,51 +489,37 @@ static void pr_buckets(const void *pb, int kind, const void *lb, char lf, const 
 static PyObject *pr_counts(PyObject *self, PyObject *args) {
     PyObject *op, *ol, *ow, *otp, *ofp;
     if (!PyArg_ParseTuple(args, "OOOOO:pr_counts", &op, &ol, &ow, &otp, &ofp)) return NULL;
-    Py_buffer p = {0}, l = {0}, w = {0}, tp = {0}, fp = {0};
+    pr_in in = {0};
+    Py_buffer tp = {0}, fp = {0};
     PyObject *result = NULL;
-    double wscalar = 1.0;
-    int have_w = 0;
-    if (PyObject_GetBuffer(op, &p, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) goto done;
-    if (PyObject_GetBuffer(ol, &l, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) goto done;
-    if (PyFloat_Check(ow)) {
-        wscalar = PyFloat_AsDouble(ow);
-    } else {
-        if (PyObject_GetBuffer(ow, &w, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) goto done;
-        have_w = 1;
-    }
+    if (pr_in_get(op, ol, ow, &in, "pr_counts") < 0) return NULL;
     if (PyObject_GetBuffer(otp, &tp, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE) < 0) goto done;
     if (PyObject_GetBuffer(ofp, &fp, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE) < 0) goto done;
-    int kind = float_kind(&p);
-    if (!kind) goto done;
-    char lf = format_code(&l);
-    Py_ssize_t n = p.len / p.itemsize, nb = tp.len / 8;
-    if (!lf || l.len / l.itemsize != n || (have_w && (!is_format(&w, 'd') || w.len / 8 != n)) ||
-        !is_format(&tp, 'd') || !is_format(&fp, 'd') || fp.len != tp.len || nb < 1) {
-        PyErr_SetString(PyExc_ValueError, "pr_counts: labels, weights, tp or fp has the wrong type or size");
+    Py_ssize_t n = in.n, nb = tp.len / 8;
+    if (!is_format(&tp, 'd') || !is_format(&fp, 'd') || fp.len != tp.len || nb < 1) {
+        PyErr_SetString(PyExc_ValueError, "pr_counts: tp or fp has the wrong type or size");
         goto done;
     }
-    int bad = 0;
+    int bad = 0, kind = in.kind;
     Py_ssize_t at = -1;
     double *t = (double *)tp.buf, *f = (double *)fp.buf;
-    const double *wv = have_w ? (const double *)w.buf : NULL;
+    const double *wv = in.w.obj ? (const double *)in.w.buf : NULL;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n && !bad; i++) {
-        double v = kind == 1 ? (double)((const float *)p.buf)[i] : ((const double *)p.buf)[i];
+        double v = kind == 1 ? (double)((const float *)in.p.buf)[i] : ((const double *)in.p.buf)[i];
         if (!(v >= 0.0 && v <= 1.0)) { bad = 1; at = i; }
     }
-    if (!bad && lf != '?') {
+    if (!bad && in.lf != '?') {
         for (Py_ssize_t i = 0; i < n; i++) {
-            double y = label_at((const char *)l.buf, lf, i);
+            double y = label_at((const char *)in.l.buf, in.lf, i);
             if (!(y == 0.0 || y == 1.0)) { bad = 2; at = i; break; }
         }
     }
-    if (!bad) pr_buckets(p.buf, kind, l.buf, lf, wv, wscalar, n, t, f, nb);
+    if (!bad) pr_buckets(in.p.buf, kind, in.l.buf, in.lf, wv, in.wscalar, n, t, f, nb);
     Py_END_ALLOW_THREADS
     result = Py_BuildValue("in", bad, at);
 done:
-    if (p.obj) PyBuffer_Release(&p);
-    if (l.obj) PyBuffer_Release(&l);
-    if (w.obj) PyBuffer_Release(&w);
+    pr_in_release(&in);
     if (tp.obj) PyBuffer_Release(&tp);
     if (fp.obj) PyBuffer_Release(&fp);
     return result;
@@ -503,11 +528,9 @@ done:
 /* ---- pr_curve_piece: the whole [6, n] float32 tensor content as a fill piece (../_format/_fill.h) ---- */
 typedef struct {
     gtb_fill base;
-    Py_buffer p, l, w; /* w.obj is NULL for a scalar weight */
-    int kind;
-    char lf;
-    double wscalar;
+    pr_in in;
     Py_ssize_t nb;
+    double *scratch; /* 4 nb doubles, taken with the piece: the fill itself cannot fail */
 } pr_fill;
 
 static void put_f32(uint8_t *out, Py_ssize_t at, double d) {
@@ -520,15 +543,12 @@ static void put_f32(uint8_t *out, Py_ssize_t at, double d) {
 /* pr_curve._curves in C, the same float64 operations in the same order, each cast to float32 */
 static void pr_run(const gtb_fill *self, uint8_t *out) {
     const pr_fill *f = (const pr_fill *)self;
-    Py_ssize_t nb = f->nb, n = f->p.len / f->p.itemsize;
-    double *buf = calloc((size_t)(4 * nb), sizeof(double));
-    if (buf == NULL) {  /* no memory: zeros, which TensorBoard draws as an empty curve */
-        memset(out, 0, (size_t)(24 * nb));
-        return;
-    }
-    double *tb = buf, *fb = buf + nb, *tp = buf + 2 * nb, *fp = buf + 3 * nb;
-    pr_buckets(f->p.buf, f->kind, f->l.buf, f->lf, f->w.obj ? (const double *)f->w.buf : NULL, f->wscalar, n,
-               tb, fb, nb);
+    const pr_in *in = &f->in;
+    Py_ssize_t nb = f->nb;
+    double *tb = f->scratch, *fb = tb + nb, *tp = tb + 2 * nb, *fp = tb + 3 * nb;
+    memset(tb, 0, sizeof(double) * (size_t)(2 * nb));
+    pr_buckets(in->p.buf, in->kind, in->l.buf, in->lf, in->w.obj ? (const double *)in->w.buf : NULL,
+               in->wscalar, in->n, tb, fb, nb);
     tp[nb - 1] = tb[nb - 1];  /* np.cumsum of the reversed buckets: the first sum is the value itself */
     fp[nb - 1] = fb[nb - 1];
     for (Py_ssize_t j = nb - 2; j >= 0; j--) {
@@ -547,15 +567,13 @@ static void pr_run(const gtb_fill *self, uint8_t *out) {
         put_f32(out, 4 * nb + j, tp[j] / dp);
         put_f32(out, 5 * nb + j, tp[j] / dr);
     }
-    free(buf);
 }
 
 static void pr_free(PyObject *capsule) {
     pr_fill *f = PyCapsule_GetPointer(capsule, GTB_FILL_CAPSULE);
     if (f == NULL) return;
-    if (f->p.obj) PyBuffer_Release(&f->p);
-    if (f->l.obj) PyBuffer_Release(&f->l);
-    if (f->w.obj) PyBuffer_Release(&f->w);
+    pr_in_release(&f->in);
+    PyMem_Free(f->scratch);
     PyMem_Free(f);
 }
 
@@ -565,37 +583,32 @@ static PyObject *pr_curve_piece(PyObject *self, PyObject *args) {
     PyObject *op, *ol, *ow;
     Py_ssize_t nb;
     if (!PyArg_ParseTuple(args, "OOOn:pr_curve_piece", &op, &ol, &ow, &nb)) return NULL;
+    if (nb < 2 || nb > PY_SSIZE_T_MAX / 32) {
+        PyErr_Format(PyExc_ValueError, "pr_curve_piece: num_thresholds must be at least 2, got %zd", nb);
+        return NULL;
+    }
     pr_fill *f = PyMem_Calloc(1, sizeof(pr_fill));
     if (f == NULL) return PyErr_NoMemory();
-    f->wscalar = 1.0;
-    if (PyObject_GetBuffer(op, &f->p, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) goto fail;
-    if (PyObject_GetBuffer(ol, &f->l, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) goto fail;
-    if (PyFloat_Check(ow)) {
-        f->wscalar = PyFloat_AsDouble(ow);
-    } else if (PyObject_GetBuffer(ow, &f->w, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
-        goto fail;
+    if (pr_in_get(op, ol, ow, &f->in, "pr_curve_piece") < 0) {
+        PyMem_Free(f);
+        return NULL;
     }
-    f->kind = float_kind(&f->p);
-    if (!f->kind) goto fail;
-    f->lf = format_code(&f->l);
-    Py_ssize_t n = f->p.len / f->p.itemsize;
-    if (!f->lf || f->l.len / f->l.itemsize != n || (f->w.obj && (!is_format(&f->w, 'd') || f->w.len / 8 != n)) ||
-        nb < 2) {
-        PyErr_SetString(PyExc_ValueError,
-                        "pr_curve_piece: labels, weights or num_thresholds has the wrong type or size");
-        goto fail;
+    f->scratch = PyMem_Malloc(sizeof(double) * (size_t)(4 * nb));
+    PyObject *capsule = NULL;
+    if (f->scratch == NULL) {
+        PyErr_NoMemory();
+    } else {
+        f->nb = nb;
+        f->base.len = 24 * nb;
+        f->base.fill = pr_run;
+        capsule = PyCapsule_New(f, GTB_FILL_CAPSULE, pr_free);
     }
-    f->nb = nb;
-    f->base.len = 24 * nb;
-    f->base.fill = pr_run;
-    PyObject *capsule = PyCapsule_New(f, GTB_FILL_CAPSULE, pr_free);
-    if (capsule != NULL) return capsule;
-fail:
-    if (f->p.obj) PyBuffer_Release(&f->p);
-    if (f->l.obj) PyBuffer_Release(&f->l);
-    if (f->w.obj) PyBuffer_Release(&f->w);
-    PyMem_Free(f);
-    return NULL;
+    if (capsule == NULL) {
+        pr_in_release(&f->in);
+        PyMem_Free(f->scratch);
+        PyMem_Free(f);
+    }
+    return capsule;
 }
 
 static PyMethodDef methods[] = {

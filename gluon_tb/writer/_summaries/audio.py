@@ -103,7 +103,7 @@ def wav(arr: np.ndarray, sample_rate: float) -> Message:
     the GIL is taken back once for the conversion, the framing and the write, and the clip is
     not copied on its way to the file (:class:`.chain.Chain`)."""
     n, c = arr.shape
-    src = kernel_input(arr) if CHAINS and np.little_endian else None
+    src = kernel_input(arr) if CHAINS else None  # CHAINS: a little-endian host
     if src is not None and hasattr(_fast, "pcm16_piece"):
         head = wav_header(n, c, sample_rate)
         return Chain((head, _fast.pcm16_piece(src)), len(head) + 2 * n * c)

@@ -225,3 +225,18 @@ def test_curves_written_in_place_equal_the_stacked_float32_cast(n):
         expected = np.stack((tp, fp, tn, fn, precision, recall)).astype(np.float32)
         got = pr_mod._curves(tpb, fpb)
         assert got.dtype == np.float32 and got.tobytes() == expected.tobytes()
+
+
+@needs_kernel
+def test_the_kernels_refuse_inputs_they_do_not_read_naming_themselves():
+    preds, labels = np.array([0.5, 0.25], np.float32), np.array([1, 0])
+    with pytest.raises(ValueError, match="pr_curve_piece: num_thresholds must be at least 2, got 1"):
+        pr_mod._fast.pr_curve_piece(preds, labels, 1.0, 1)
+    with pytest.raises(ValueError, match="pr_curve_piece: labels or weights has the wrong type or size"):
+        pr_mod._fast.pr_curve_piece(preds, np.array([1, 0, 1]), 1.0, 5)
+    with pytest.raises(ValueError, match="pr_counts: labels or weights has the wrong type or size"):
+        pr_mod._fast.pr_counts(preds, labels, np.ones(3), np.zeros(5), np.zeros(5))
+    with pytest.raises(ValueError, match="pr_counts: tp or fp has the wrong type or size"):
+        pr_mod._fast.pr_counts(preds, labels, 1.0, np.zeros(5), np.zeros(4))
+    with pytest.raises(TypeError, match="x must be float32 or float64"):
+        pr_mod._fast.pr_curve_piece(labels, labels, 1.0, 5)
