@@ -1,6 +1,7 @@
 """Count the GIL hand-overs: how often each thread takes the GIL, and how long the training thread waits for it.
 
-    benchmarks/.venv/bin/python benchmarks/gil_takes.py fit [rounds=2]      # the alloptions fit, without and with logging
+    benchmarks/.venv/bin/python benchmarks/gil_takes.py fit [rounds=2] [config=alloptions] [vocab=7800]
+        # a fit of ``_fit.py`` (``config=sweep``: its ``vocab``), without and with logging
     benchmarks/.venv/bin/python benchmarks/gil_takes.py payload [kinds=none,audio,histogram,image] [n=20]
     benchmarks/.venv/bin/python benchmarks/gil_takes.py where [kinds=audio,image] [n=10]   # which call dropped it
 
@@ -35,9 +36,9 @@ FIT = r"""
 import sys, tempfile, time, threading
 sys.path.insert(0, HERE)
 import _fit
-s = _fit.build("alloptions"); est = _fit._estimator(s)
+s = _fit.build(CONFIG, VOCAB); est = _fit._estimator(s)
 d = tempfile.mkdtemp(prefix="gluon_tb-gil-takes-")
-_fit._fit(est, s, 1, []); _fit._fit(est, s, 1, [_fit.handler("gluon_tb", "alloptions", f"{d}/warm")])
+_fit._fit(est, s, 1, []); _fit._fit(est, s, 1, [_fit.handler("gluon_tb", CONFIG, f"{d}/warm")])
 names = {threading.get_native_id(): "training"}
 start = threading.Thread.start
 def named_start(self):
@@ -47,9 +48,9 @@ def named_start(self):
 threading.Thread.start = named_start
 for r in range(ROUNDS):
     for mode in ("off", "on"):
-        hs = [_fit.handler("gluon_tb", "alloptions", f"{d}/{mode}{r}")] if mode == "on" else []
+        hs = [_fit.handler("gluon_tb", CONFIG, f"{d}/{mode}{r}")] if mode == "on" else []
         t0 = time.monotonic(); _fit._fit(est, s, 3, hs); t1 = time.monotonic()
-        print("SPAN", mode, 30, t0, t1, flush=True)
+        print("SPAN", mode, 3 * _fit.BATCHES, t0, t1, flush=True)
 print("NAMES", names, flush=True)
 """
 
@@ -178,7 +179,8 @@ def main() -> None:
     what = sys.argv[1] if len(sys.argv) > 1 else "fit"
     args = dict(a.split("=", 1) for a in sys.argv[2:] if "=" in a)
     if what == "fit":
-        code = f"HERE = {HERE!r}\nROUNDS = {int(args.get('rounds', 2))}\n" + FIT
+        code = (f"HERE = {HERE!r}\nROUNDS = {int(args.get('rounds', 2))}\nCONFIG = {args.get('config', 'alloptions')!r}\n"
+                f"VOCAB = {int(args.get('vocab', 7800))}\n" + FIT)
         unit = "batch"
     elif what == "payload":
         kinds = args.get("kinds", "none,audio,histogram,image").split(",")

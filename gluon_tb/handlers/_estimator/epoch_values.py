@@ -33,6 +33,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ...writer import SummaryWriter
+from ...writer._common.arrays import Mean
 from .._common.run_writers import TRAIN, VALIDATION, RunWriters
 from .._mxnet.hooks import FitScope, Wrap, wrap
 from .._mxnet.metric_names import is_loss, scores
@@ -234,21 +235,25 @@ class LossSum:
     """The sum and count of the loss values of many batches; NDArrays added up on MXNet's engine.
 
     A batch's loss arrays are kept (detached from autograd: a view, no operation) until
-    :data:`CHUNK` have come; then those of each shape and device are added by one ``add_n``
-    and summed, and the sums added to the running total: a few MXNet operations per chunk
-    instead of two per batch (each costs the training thread tens of microseconds while the
-    engine is busy). Loss arrays are fresh outputs that nothing writes afterwards. Python numbers
-    and numpy arrays (already on the host) are added in Python."""
+    :data:`CHUNK` have come; then those of each shape and device are added by one ``add_n``, an
+    array that stands for their values: one MXNet operation per chunk instead of two per batch
+    (each costs the training thread tens of microseconds while the engine is busy). :meth:`mean`
+    hands those arrays to the writer thread as a :class:`~gluon_tb.writer._common.arrays.Mean`,
+    which sums them on the host in float64 and divides there: nothing more is queued on MXNet's
+    engine at the epoch's end, and nothing is read here. Loss arrays are fresh outputs that
+    nothing writes afterwards. Python numbers and numpy arrays (already on the host) are added
+    in Python."""
 
     CHUNK = 64
 
-    __slots__ = ("count", "_pending", "_total", "_host")
+    __slots__ = ("count", "_pending", "_parts", "_host", "_host_n")
 
     def __init__(self) -> None:
         self.count = 0
         self._pending: List[Tuple[Any, Tuple[int, ...]]] = []
-        self._total: Any = None
+        self._parts: List[Tuple[Any, int, bool]] = []  # (an add_n of losses, their count of values, False)
         self._host = 0.0
+        self._host_n = 0
 
     def add(self, loss: Any, kind: Optional[str] = None) -> int:
         """One loss value of a kind :func:`loss_kind` accepts (``kind``: its kind, when known):
@@ -257,9 +262,11 @@ class LossSum:
         if kind == "number":
             self._host += float(loss)
             n = 1
+            self._host_n += 1
         elif kind == "numpy":
             self._host += float(loss.sum(dtype=np.float64))
             n = int(loss.size)
+            self._host_n += n
         else:
             shape = tuple(loss.shape)  # one call into MXNet
             self._pending.append((detached(loss), shape))
@@ -270,12 +277,12 @@ class LossSum:
         return n
 
     def mean(self) -> Any:
-        """The mean of every value added so far: a float, or a 1-element NDArray (no host read)."""
+        """The mean of every value added so far: a float, or a ``Mean`` the writer thread reads
+        (``float()``; no host read here)."""
         self._fold()
-        if self._total is None:
+        if not self._parts:
             return self._host / self.count if self.count else float("nan")
-        total = self._total + self._host if self._host else self._total  # one operation fewer (each
-        return total / float(self.count)  # costs tens of microseconds while the engine is busy)
+        return Mean(list(self._parts), (self._host, self._host_n))
 
     def _fold(self) -> None:
         groups: Dict[Tuple[Any, Tuple[int, ...]], List[Any]] = {}
@@ -284,14 +291,8 @@ class LossSum:
                 continue
             groups.setdefault((arr.context, shape), []).append(arr)
         self._pending = []
-        total = self._total
-        for arrs in groups.values():
-            part = _add_n(arrs).sum()
-            if total is None:
-                total = part
-            else:
-                total = total + part.as_in_context(total.context)
-        self._total = total
+        for (_ctx, shape), arrs in groups.items():
+            self._parts.append((_add_n(arrs), len(arrs) * math.prod(shape), False))
 
 
 def detached(a: Any) -> Any:

@@ -6,7 +6,7 @@ MXNet's engine: they run on the writer thread, never on the training thread.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, List
 
 import numpy as np
 
@@ -78,3 +78,36 @@ def host_view(nd: Any, on_cpu: bool = False) -> np.ndarray:
         except Exception:  # an old numpy, a dtype DLPack lacks: copy instead
             pass
     return nd.asnumpy()
+
+
+class Mean:
+    """NDArrays to average, read by ``float()`` on the writer thread.
+
+    Each part is ``(NDArray, n, reduced)``: with ``reduced``, the array holds the mean of ``n``
+    values (one mean queued on MXNet's engine: a fresh array nobody else holds, so unlike an
+    NDArray given to ``add_scalar`` it needs no copy); without, it holds values whose sum counts
+    as ``n`` of them (the caller's array itself, from ``add_mean(copy=False)``, or an ``add_n`` of
+    several such arrays: a handler's loss sums). ``add_scalar`` and ``add_hparams`` queue a Mean
+    as it is, unread.
+
+    Example::
+
+        m = Mean([(loss_a, 64, False), (loss_b, 64, False)], (0.0, 0))
+        float(m)  # on the writer thread: the mean of the 128 values (waits for MXNet's engine)
+    """
+
+    __slots__ = ("parts", "known")
+
+    def __init__(self, parts: List[tuple], known: tuple) -> None:
+        self.parts = parts  # [(NDArray, element count, whether it holds the mean already)]
+        self.known = known  # (sum, count) of the host values (numbers, numpy arrays) among them
+
+    def __float__(self) -> float:
+        total, count = self.known
+        for arr, n, reduced in self.parts:
+            if reduced:
+                total += float(arr.asnumpy().reshape(-1)[0]) * n
+            else:
+                total += float(host_view(arr).sum(dtype=np.float64))
+            count += n
+        return total / count

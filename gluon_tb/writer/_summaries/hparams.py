@@ -34,7 +34,7 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Uni
 import numpy as np
 
 from .._format import proto as _proto
-from .._common.arrays import host_float, is_ndarray
+from .._common.arrays import Mean, host_float, is_ndarray
 from .._common.checks import as_float, check_tag, check_utf8, describe, is_real
 from .._format.wire import f_bool, f_bytes, f_double, f_str, f_varint
 
@@ -76,7 +76,9 @@ def _hparam_value(v: Any, where: str) -> HParamValue:
 
 
 def _metric_value(v: Any, where: str) -> Any:
-    """A host number, or a one-element MXNet NDArray kept as it is: read on the writer thread."""
+    """A host number, or a one-element MXNet NDArray (a copy) or a :class:`Mean`: read on the writer thread."""
+    if type(v) is Mean:
+        return v
     if is_ndarray(v):
         if v.size != 1:
             raise ValueError(f"{where} must hold one value, got an NDArray of shape {tuple(v.shape)}")

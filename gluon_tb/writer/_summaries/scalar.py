@@ -10,35 +10,10 @@ from typing import Any, List, Optional, Sequence
 
 import numpy as np
 
-from .._common.arrays import host_view, is_ndarray
+from .._common.arrays import Mean, is_ndarray
 from .._common.checks import as_float, describe
 
 _UNREDUCED_MAX = 1 << 16  # add_mean(copy=False) reads arrays up to this size on the worker
-
-
-class Mean:
-    """NDArrays to average, read by ``float()`` on the writer thread.
-
-    Each part is an NDArray holding one mean queued on MXNet's engine (a fresh array
-    nobody else holds, so unlike an NDArray given to ``add_scalar`` it needs no copy),
-    or, from ``add_mean(copy=False)``, the caller's array itself.
-    """
-
-    __slots__ = ("parts", "known")
-
-    def __init__(self, parts: List[tuple], known: tuple) -> None:
-        self.parts = parts  # [(NDArray, element count, whether it holds the mean already)]
-        self.known = known  # (sum, count) of the numpy arrays among the values
-
-    def __float__(self) -> float:
-        total, count = self.known
-        for arr, n, reduced in self.parts:
-            if reduced:
-                total += float(arr.asnumpy().reshape(-1)[0]) * n
-            else:
-                total += float(host_view(arr).sum(dtype=np.float64))
-            count += n
-        return total / count
 
 
 def mean_of(values: Any, copy: bool = True, sizes: Optional[Sequence[int]] = None) -> Any:
@@ -86,7 +61,9 @@ def check_mean_part(dtype: np.dtype, size: int, a: Any) -> None:
 
 
 def scalar_value(value: Any) -> Any:
-    """Validate a non-float scalar; returns a float, or an NDArray copy read later."""
+    """Validate a non-float scalar; returns a float, or an NDArray copy (or a :class:`Mean`) read later."""
+    if type(value) is Mean:  # made for the writer thread to read: queued as it is
+        return value
     if isinstance(value, (bool, np.bool_)):
         return 1.0 if value else 0.0
     if isinstance(value, (np.floating, np.integer)):
