@@ -36,6 +36,10 @@ class WriterBase:
     """The part of :class:`~gluon_tb.writer.SummaryWriter` that every ``add_*`` call
     shares, and its scalars (see the module docstring)."""
 
+    #: make the log directory in the constructor, as mxboard did (a subclass that opens its writers
+    #: just before their first write leaves it to the writer thread, which makes it at that write)
+    _MAKE_LOGDIR_NOW = True
+
     def __init__(self, logdir: Union[str, "os.PathLike[str]"], max_queue: int = 1024,
                  flush_secs: float = 2.0, filename_suffix: Optional[str] = None,
                  verbose: bool = False, *, max_queue_bytes: Optional[int] = None,
@@ -59,7 +63,8 @@ class WriterBase:
         self._closed = False
         self._close_lock = threading.Lock()
         self._projector: List[Any] = []  # embeddings of this run, touched by the worker only
-        output.make_logdir()
+        if self._MAKE_LOGDIR_NOW:
+            output.make_logdir()
         _lifecycle.register(self, remote=self._p.is_remote)
         if purge_step is not None:
             # TensorBoard purges at a SessionLog.START only when it has seen an earlier START

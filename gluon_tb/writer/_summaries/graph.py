@@ -75,7 +75,7 @@ def capture_graph(net: Any, *, input_shapes: Any = None) -> GraphPayload:
     elif isinstance(net, mx.gluon.HybridBlock):
         sym, data = _block_graph(net)
         scopes = tuple(sorted(_block_scopes(net), key=lambda s: -len(s[0])))
-        params = {p.name: p for p in net.collect_params().values()}
+        params = _block_params(net)
     elif isinstance(net, mx.gluon.Block):
         raise TypeError(f"net must be a HybridBlock to have a graph, got the Block "
                         f"{type(net).__name__}; build it from gluon HybridBlocks, then {_NEEDS_RUN}")
@@ -128,6 +128,44 @@ def _block_scopes(block: Any, parent_prefix: str = "", parent_path: str = ""):
     return out
 
 
+def _block_params(net: Any) -> Dict[str, Any]:
+    """Every parameter of ``net`` and its descendants by name, as ``collect_params()`` gathers them
+    (each block's own ``params``, its registered children's), without that method's look through
+    every attribute of every block for unregistered ones: 60% of capturing a ResNet-50's graph."""
+    try:
+        out: Dict[str, Any] = {}
+        blocks = [net]
+        while blocks:
+            b = blocks.pop()
+            for p in b.params.values():
+                out[p.name] = p
+            blocks.extend(b._children.values())
+        return out
+    except (AttributeError, TypeError):  # a block of another make: MXNet's own walk
+        return {p.name: p for p in net.collect_params().values()}
+
+
+def _output_names(internals: Any, count: int) -> List[str]:
+    """The node name of each of ``internals``' ``count`` outputs. ``internals[i].name`` reads every
+    output's name again for its bounds check, for each ``i``: quadratic (4 ms for a ResNet-50's 474
+    outputs); here three calls into MXNet an output."""
+    import ctypes
+
+    from mxnet.base import _LIB, SymbolHandle, check_call, py_str
+
+    names = []
+    name, ok = ctypes.c_char_p(), ctypes.c_int()
+    for i in range(count):
+        out = SymbolHandle()
+        check_call(_LIB.MXSymbolGetOutput(internals.handle, ctypes.c_uint(i), ctypes.byref(out)))
+        try:
+            check_call(_LIB.MXSymbolGetName(out, ctypes.byref(name), ctypes.byref(ok)))
+            names.append(py_str(name.value) if ok.value else "")
+        finally:
+            check_call(_LIB.MXSymbolFree(out))
+    return names
+
+
 def _looks_like_param(name: str, attrs: Mapping[str, str]) -> bool:
     return name.endswith(_PARAM_SUFFIXES) or any(a in attrs for a in _PARAM_ATTRS)
 
@@ -178,9 +216,9 @@ def _infer_shapes(sym: Any, known: Dict[str, Shape]) -> Dict[str, Tuple[Shape, .
     if out_shapes is None:
         return {}
     grouped: Dict[str, List[Optional[Shape]]] = {}
-    for i, shp in enumerate(out_shapes):
+    for name, shp in zip(_output_names(internals, len(out_shapes)), out_shapes):
         # an unknown shape is () in MXNet's legacy shape semantics, an unknown dim 0
-        grouped.setdefault(internals[i].name, []).append(
+        grouped.setdefault(name, []).append(
             tuple(d if d > 0 else -1 for d in shp) if shp else None)
     return {k: cast("Tuple[Shape, ...]", tuple(v))  # no None: those with one are left out
             for k, v in grouped.items() if all(s is not None for s in v)}

@@ -148,6 +148,38 @@ def test_nested_blocks_and_block_outside_name_scope(tmp_path):
                      "top/out/weight", "top/out/bias", "top/out/fwd"}
 
 
+def test_capture_reads_the_same_names_and_parameters_as_mxnet():
+    """``capture_graph``'s own walks (each output's node name by handle; each block's parameters
+    without ``collect_params``'s look at every attribute) give exactly what MXNet's ways give: on
+    multi-output and auxiliary-state nodes, nested blocks, a block outside its parent's name scope
+    and a parameter shared by two blocks."""
+    from mxnet.gluon.model_zoo import vision
+
+    from gluon_tb.writer._summaries.graph import _block_params, _output_names
+
+    shared = nn.Dense(4, in_units=4, prefix="shared_")
+    twin = nn.Dense(4, in_units=4, prefix="twin_", params=shared.collect_params())
+    outer = nn.HybridSequential(prefix="outer_")
+    with outer.name_scope():
+        outer.add(nn.Dense(4, in_units=3), shared, nn.BatchNorm(), twin)
+    outer.add(nn.Dense(2, prefix="loose_"))
+    zoo_net = vision.squeezenet1_0()
+    for net, shape in ((outer, (1, 3)), (zoo_net, (1, 3, 224, 224))):
+        net.initialize()
+        net.hybridize()
+        net(mx.nd.ones(shape))
+    nets = [outer, make_net(), zoo_net]
+    syms = [n._cached_graph[1] for n in nets] + [make_symbol(), mx.sym.BatchNorm(
+        mx.sym.var("x"), name="bn", output_mean_var=True)]
+    for sym in syms:
+        internals = sym.get_internals()
+        n = len(internals.list_outputs())
+        assert _output_names(internals, n) == [internals[i].name for i in range(n)]
+    for net in nets:
+        assert _block_params(net) == {p.name: p for p in net.collect_params().values()}
+    assert "shared_weight" in _block_params(outer) and "twin_weight" not in _block_params(outer)
+
+
 # ---------------------------------------------------------------- a bare Symbol
 def make_symbol():
     data = mx.sym.var("data")
