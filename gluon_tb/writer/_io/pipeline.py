@@ -51,6 +51,9 @@ DEFAULT_WORKER_NICE = BACKGROUND_NICE
 #: a ``put(wake=False)`` wakes the worker at once all the same when the queue holds over 1/this
 #: of its bound, or over LAZY_MAX_BYTES
 LAZY_BYTES_SHARE = 8
+#: the most seconds a finished close() waits for the writer's threads to end (they end at once:
+#: they return when the stop marker is written)
+JOIN_SECONDS = 5.0
 LAZY_MAX_BYTES = 32 << 20
 
 
@@ -325,7 +328,7 @@ class Pipeline:
                 self._q.append(Sync(threading.Event(), stop=True))
             return False
         if not first:
-            return self._wait(self._finished, timeout)
+            return self._joined(self._wait(self._finished, timeout))
         with self._start_lock:  # from here on no producer starts a worker (``_start``)
             if self._q:  # queued, but the worker not started yet: start it to write them
                 self._start(even_closed=True)
@@ -337,7 +340,17 @@ class Pipeline:
             self._q.append(Sync(threading.Event(), stop=True))
             self._wake.set()
             return False
-        return self._sync(Sync(threading.Event(), stop=True), timeout)
+        return self._joined(self._sync(Sync(threading.Event(), stop=True), timeout))
+
+    def _joined(self, done: bool) -> bool:
+        """After a close that got everything written: wait for the worker and catch-up threads to
+        end, so that a closed pipeline leaves no thread behind (``running`` is False)."""
+        if done:
+            me = threading.current_thread()
+            for t in (self._thread, self._catcher):
+                if t is not None and t is not me and t.ident is not None:
+                    t.join(JOIN_SECONDS)
+        return done
 
     @property
     def close_timeout(self) -> Optional[float]:

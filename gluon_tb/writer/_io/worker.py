@@ -114,8 +114,8 @@ class Worker:
             while True:
                 self._wake.wait(self.flush_secs / 2)
                 self._wake.clear()
-                if self._lazy.is_set():  # woken for items MXNet may still be copying: give it
-                    self._wake.wait(delay)  # time (a flush, close or other item cuts it short)
+                if self._lazy.is_set() and not self._finished.is_set():  # woken for items MXNet may still
+                    self._wake.wait(delay)  # be copying: give it time (a flush, close or other item cuts it short)
                 self._lazy.clear()  # before draining: a lazy item queued meanwhile wakes us again
                 with self._drain_lock:
                     if self._finished.is_set():  # the catch-up thread met the stop marker
@@ -216,6 +216,7 @@ class Worker:
                 self._close_files()
                 self._finished.set()
                 stop.done.set()
+                self._wake.set()  # the catch-up thread wrote it: the worker, asleep, ends now
             self._owner.freed(freed)
             if stop is not None:
                 return True
