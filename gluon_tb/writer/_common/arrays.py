@@ -106,7 +106,7 @@ class Mean:
         total, count = self.known
         for arr, n, reduced in self.parts:
             if reduced:
-                total += float(arr.asnumpy().reshape(-1)[0]) * n
+                total += host_float(arr) * n
             else:
                 total += float(host_view(arr).sum(dtype=np.float64))
             count += n

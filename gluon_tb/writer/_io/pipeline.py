@@ -51,10 +51,10 @@ DEFAULT_WORKER_NICE = BACKGROUND_NICE
 #: a ``put(wake=False)`` wakes the worker at once all the same when the queue holds over 1/this
 #: of its bound, or over LAZY_MAX_BYTES
 LAZY_BYTES_SHARE = 8
+LAZY_MAX_BYTES = 32 << 20
 #: the most seconds a finished close() waits for the writer's threads to end (they end at once:
 #: they return when the stop marker is written)
 JOIN_SECONDS = 5.0
-LAZY_MAX_BYTES = 32 << 20
 
 
 class WriterClosedError(RuntimeError):

@@ -153,7 +153,7 @@ def _output_names(internals: Any, count: int) -> List[str]:
 
     from mxnet.base import _LIB, SymbolHandle, check_call, py_str
 
-    names = []
+    names: List[str] = []
     name, ok = ctypes.c_char_p(), ctypes.c_int()
     for i in range(count):
         out = SymbolHandle()
