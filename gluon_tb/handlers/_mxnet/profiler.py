@@ -161,22 +161,37 @@ class BatchProfiler:
         until its ``batch_begin``), which the XSpace builder turns into the step events XProf's
         Overview page reads (``writer/_summaries/profile.py``). MXNet records a task when it
         stops, so a task dropped unstopped leaves nothing in the trace."""
+        self._start(self._new_step(step, wait))
+
+    def _new_step(self, step: int, wait: bool) -> Optional[Tuple[Any, Any]]:
+        """The tasks of :meth:`open_step`, made but not started; None (told once) if MXNet refuses."""
         import mxnet as mx
 
         try:
             if self._domain is None:
                 self._domain = mx.profiler.Domain(STEP_DOMAIN)
-            task = mx.profiler.Task(self._domain, f"{STEP_EVENT} {step}")
-            task.start()
-            if wait:
-                self._wait = mx.profiler.Task(self._domain, f"{WAIT_EVENT} {step}")
-                self._wait.start()
+            return (mx.profiler.Task(self._domain, f"{STEP_EVENT} {step}"),
+                    mx.profiler.Task(self._domain, f"{WAIT_EVENT} {step}") if wait else None)
         except Exception as e:  # noqa: BLE001 - the profile goes on without step markers
-            self._task = self._wait = None
-            self._out.say_once("profile-steps", f"gluon_tb: profile_batch: no step markers ({type(e).__name__}: "
-                               f"{e})", logging.WARNING)
+            self._no_markers(e)
+            return None
+
+    def _start(self, tasks: Optional[Tuple[Any, Any]]) -> None:
+        self._task = self._wait = None
+        if tasks is None:
             return
-        self._task = task
+        try:
+            for t in tasks:
+                if t is not None:
+                    t.start()
+        except Exception as e:  # noqa: BLE001
+            self._no_markers(e)
+            return
+        self._task, self._wait = tasks
+
+    def _no_markers(self, e: Exception) -> None:
+        self._out.say_once("profile-steps", f"gluon_tb: profile_batch: no step markers ({type(e).__name__}: "
+                           f"{e})", logging.WARNING)
 
     @staticmethod
     def _stop(task: Any) -> None:
@@ -196,13 +211,16 @@ class BatchProfiler:
         batch is in its step (dropped by :meth:`drop_step` when the epoch ends)."""
         if not self.running:
             return
+        # the next step's tasks are made first (each a call into MXNet, which lets another thread
+        # take the GIL): the step then ends and the next starts with nothing but their stop and start between
+        nxt = self._new_step(step + 1, wait=self._waits) if step < self.stop else None
         self._stop(self._wait)  # no batch_begin came (Module.fit): the whole step is the batch's
         self._stop(self._task)
         self._task = self._wait = None
         if step >= self.stop:
             self.finish(step)
         else:
-            self.open_step(step + 1, wait=self._waits)
+            self._start(nxt)
 
     def finish(self, step: int, log: bool = True) -> None:
         """Stop, dump, hand the trace and the table to the writer, restore the profiler."""
