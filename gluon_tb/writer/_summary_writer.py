@@ -18,7 +18,7 @@ from ._common.checks import Number, check_bool, check_tag
 from ._format import proto as _proto
 from ._format.chain import Message
 from ._io.child import run_builder
-from ._io.items import Action, payload_nbytes
+from ._io.items import payload_nbytes
 from ._writer_base import WriterBase
 
 _time = time.time
@@ -235,7 +235,7 @@ class SummaryWriter(WriterBase):
                                     child_from=GRAPH_CHILD_BYTES)
             sink.write_event(_proto.event(wall, 0, graph_def=graph_def))
 
-        self._p.put(Action(write, 0))
+        self._put_action(write, 0)
 
     def add_embedding(self, tag: str, embedding: Any, labels: Any = None, images: Any = None,
                       global_step: Optional[int] = None) -> None:
@@ -249,7 +249,7 @@ class SummaryWriter(WriterBase):
         tag = check_tag(tag)
         step = self._step(global_step)
         payload = capture_embedding(embedding, labels=labels, images=images)
-        self._p.put(Action(embedding_action(tag, step, payload, self._projector), payload_nbytes(payload)))
+        self._put_action(embedding_action(tag, step, payload, self._projector), payload_nbytes(payload))
 
     def add_profile(self, trace: Any, session: Optional[str] = None, host: Optional[str] = None) -> Optional[str]:
         """A profiler timeline for TensorBoard's Profile dashboard: MXNet's Chrome trace (the
@@ -289,7 +289,7 @@ class SummaryWriter(WriterBase):
                 return
             sink.write_file(rel, xspace)
 
-        if not self._p.put(Action(write, len(data) if events is None else 0)):
+        if not self._put_action(write, len(data) if events is None else 0):
             return None  # dropped: no file will appear there
         return rel
 

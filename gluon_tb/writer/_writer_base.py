@@ -13,6 +13,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from typing import Any, List, Mapping, Optional, Sequence, TypeVar, Union
 
 from ._common.checks import MAX_TAG_LEN, as_float, check_step, check_tag, check_walltime, describe
@@ -39,6 +40,10 @@ class WriterBase:
     #: make the log directory in the constructor, as mxboard did (a subclass that opens its writers
     #: just before their first write leaves it to the writer thread, which makes it at that write)
     _MAKE_LOGDIR_NOW = True
+    #: a writer made by :meth:`for_run`: its run under the writer it came from (``_parent``), whose
+    #: queue, thread and files it shares; None for a writer made by its constructor
+    _run: Optional[str] = None
+    _parent: Optional["WriterBase"] = None
 
     def __init__(self, logdir: Union[str, "os.PathLike[str]"], max_queue: int = 1024,
                  flush_secs: float = 2.0, filename_suffix: Optional[str] = None,
@@ -63,20 +68,72 @@ class WriterBase:
         self._closed = False
         self._close_lock = threading.Lock()
         self._projector: List[Any] = []  # embeddings of this run, touched by the worker only
+        self._views: "weakref.WeakValueDictionary[str, WriterBase]" = weakref.WeakValueDictionary()
         if self._MAKE_LOGDIR_NOW:
             output.make_logdir()
         _lifecycle.register(self, remote=self._p.is_remote)
         if purge_step is not None:
-            # TensorBoard purges at a SessionLog.START only when it has seen an earlier START
-            # in the run; earlier writers (ours, mxboard's, tensorboardX's) usually wrote none,
-            # so two are written: the first makes sure the second counts as a restart.
-            ev = _proto.event(_time(), purge_step, session_log=_proto.session_log(_proto.SESSION_START))
+            self._queue_purge(purge_step)
 
-            def purge(sink: Any) -> None:
-                sink.write_event(ev)
-                sink.write_event(ev)
+    def _queue_purge(self, purge_step: int) -> None:
+        # TensorBoard purges at a SessionLog.START only when it has seen an earlier START
+        # in the run; earlier writers (ours, mxboard's, tensorboardX's) usually wrote none,
+        # so two are written: the first makes sure the second counts as a restart.
+        ev = _proto.event(_time(), purge_step, session_log=_proto.session_log(_proto.SESSION_START))
 
-            self._p.put(Action(purge, 0))
+        def purge(sink: Any) -> None:
+            sink.write_event(ev)
+            sink.write_event(ev)
+
+        self._put_action(purge, 0)
+
+    def _put_action(self, fn: Any, nbytes: int) -> bool:
+        """Queue ``fn(sink)`` for the worker, in this writer's run; False when dropped."""
+        return self._p.put(Action(fn, nbytes, self._run))
+
+    def _in_run(self, run: Optional[str]) -> Optional[str]:
+        """``run`` under this writer's run (None: that run itself), as the pipeline names it."""
+        if self._run is None:
+            return run
+        return self._run if run is None else f"{self._run}/{run}"
+
+    def for_run(self: _W, name: str, *, purge_step: Optional[int] = None) -> _W:
+        """A writer for the run ``<logdir>/<name>`` that shares this writer's queue, writer thread
+        and files: no thread or queue of its own, and its events are written in the order they
+        were logged with this writer's. The same object for the same ``name``; ``name`` may have
+        several parts (``"eval/clean"``); on a writer made by ``for_run``, a run under its own.
+
+        It is closed and reopened with this writer; its own :meth:`close` only makes its later
+        calls raise (after a :meth:`flush`), and its :meth:`reopen` reopens this writer if closed.
+        ``purge_step``: as the constructor's, for this run only.
+
+        Example::
+
+            with SummaryWriter("logs/exp1") as sw:  # one writer thread for both runs
+                train, val = sw.for_run("train"), sw.for_run("validation")
+                train.add_scalar("loss", 0.31, global_step=1)
+                val.add_scalar("loss", 0.35, global_step=1)  # one "loss" chart, two curves
+        """
+        self._check()
+        run = check_run_name(name, "name")
+        if self._run is not None:
+            run = f"{self._run}/{run}"
+        purge_step = check_step(purge_step, "purge_step")
+        root = self._parent if self._parent is not None else self
+        with root._close_lock:
+            view = root._views.get(run)
+            if view is None:
+                view = object.__new__(type(self))
+                view.__dict__.update(
+                    _p=root._p, _pool=root._pool, _closed=root._closed, _close_lock=threading.Lock(),
+                    _projector=[], _run=run, _parent=root, _views=root._views,
+                    _logdir=f"{root._logdir.rstrip('/')}/{run}" if root._p.is_remote
+                    else os.path.join(root._logdir, run))
+                root._views[run] = view
+        if purge_step is not None:
+            view._p.resumed(run)  # before anything of the run is queued (when new)
+            view._queue_purge(purge_step)
+        return view  # type: ignore[return-value]
 
     def _open_output(self, logdir: str, remote: Optional[RemoteOptions], suffix: str,
                      look_for_others: bool) -> Output:
@@ -119,7 +176,7 @@ class WriterBase:
         """``wake=False``: the worker reads it a little later, with others (``Pipeline.put``)."""
         step = self._step(global_step)
         wall = _time() if walltime is None else check_walltime(walltime)
-        self._p.put(Summary(run, tag, builder, payload, step, wall, payload_nbytes(payload)), wake)
+        self._p.put(Summary(self._in_run(run), tag, builder, payload, step, wall, payload_nbytes(payload)), wake)
 
     # ------------------------------------------------------------ scalars
     def add_scalar(self, tag: str, value: Any, global_step: Optional[int] = None,
@@ -154,7 +211,7 @@ class WriterBase:
         else:
             step = check_step(global_step)
         wall = _time() if walltime is None else check_walltime(walltime)
-        self._p.put_scalar((None, tag, value, step, wall))  # a scalar item (_io/items.py)
+        self._p.put_scalar((self._run, tag, value, step, wall))  # a scalar item (_io/items.py)
 
     def _named_scalars(self, tag: str, value: Any, global_step: Any, walltime: Any) -> None:
         if isinstance(value, (tuple, list)):
@@ -195,7 +252,7 @@ class WriterBase:
         """Queue a checked value (a float, or what the worker turns into one with ``float()``)."""
         step = self._step(global_step)
         wall = _time() if walltime is None else check_walltime(walltime)
-        self._p.put_scalar((run, tag, value, step, wall))
+        self._p.put_scalar((self._in_run(run), tag, value, step, wall))
 
     def add_mean(self, tag: str, values: Any, global_step: Optional[int] = None,
                  walltime: Optional[float] = None, *, copy: bool = True) -> None:
@@ -244,7 +301,12 @@ class WriterBase:
         from ._io.readback import export_scalars
 
         self.flush()
-        export_scalars(self._logdir, self._p.event_paths(), path)
+        paths = self._p.event_paths()
+        if self._run is not None:  # this writer's run and those under it, named from it
+            own, under = self._run, self._run + "/"
+            paths = {None if r == own else r[len(under):]: f for r, f in paths.items()
+                     if r == own or (r is not None and r.startswith(under))}
+        export_scalars(self._logdir, paths, path)
 
     def clear_scalar_dict(self) -> None:
         """Kept for mxboard compatibility: nothing is held in memory to clear."""
@@ -271,12 +333,6 @@ class WriterBase:
         for a URL log directory; None for a local one (it waits until all is written)."""
         return self._p.close_timeout
 
-    def _close_soon(self) -> None:
-        """Ask the worker to write what is queued and stop, without waiting (``close()`` then
-        waits for it): the handlers end a fit's writers together, not one after another."""
-        if not self._closed and self._p.close_timeout is None:
-            self._p.close(wait=False)
-
     def close(self, *, timeout: Optional[float] = None) -> None:
         """Write everything still queued and close the files. Idempotent; a second
         ``close()`` on another thread returns once the first has finished.
@@ -286,10 +342,14 @@ class WriterBase:
         :class:`RemoteWriteError` (``TimeoutError`` for a local directory) that names the
         runs and the events not written, which are given up on.
         """
+        if self._parent is not None:
+            return self._close_run(timeout)
         with self._close_lock:
             if self._closed:
                 return
             self._closed = True
+            for view in list(self._views.values()):
+                view._closed = True
             p = self._p
             if timeout is None:
                 timeout = p.close_timeout
@@ -304,17 +364,41 @@ class WriterBase:
         if err is not None:
             raise err
 
+    def _close_run(self, timeout: Optional[float]) -> None:
+        """``close()`` of a writer made by :meth:`for_run`: what it logged is written (a flush of
+        the shared queue), and its later calls raise; the writer it came from goes on."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        p = self._p
+        if not p.closed:
+            p.flush(timeout=p.close_timeout if timeout is None else timeout)
+        err = p.take_error()
+        if err is not None:
+            raise err
+
     def reopen(self) -> None:
         """Start writing again after :meth:`close` (into new event files)."""
+        parent = self._parent
+        if parent is not None:  # a writer of for_run: the writer it came from reopened if closed
+            parent.reopen()
+            with self._close_lock:
+                self._p, self._closed = parent._p, False
+            return
         with self._close_lock:
             if not self._closed:
                 return
             self._p = self._p.reopened()
             self._closed = False
+            for view in list(self._views.values()):  # they share the new queue
+                view._p, view._closed = self._p, False
 
     def _close_at_exit(self) -> None:
         # no _close_lock: a SIGTERM handler may run on a thread inside close(); the
         # pipeline's close() is safe twice (the second waits for the first)
+        if self._parent is not None:
+            return  # the writer it came from closes the queue they share
         self._closed = True
         p = self._p
         if p.abandoned:  # close() gave up on it already and said what was lost
@@ -342,6 +426,8 @@ class WriterBase:
         self._p.after_fork_in_child()
         self._close_lock = threading.Lock()  # a parent's thread may have held these at fork()
         self._pool = BufferPool(self._pool.max_bytes)
+        for view in list(self._views.values()):
+            view._close_lock, view._pool = threading.Lock(), self._pool
 
     def __del__(self) -> None:  # best effort: a forgotten writer still writes what it has
         try:

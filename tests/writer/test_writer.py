@@ -422,20 +422,3 @@ def test_writer_thread_keeps_normal_priority_and_its_kernels_run_low(tmp_path, w
     assert fast.probe_nice(want) == (want if want else mine)  # what a kernel given it runs at
     assert readback.scalars(str(tmp_path), ".", "x") == [(0, 0.0), (1, 1.0)]
     assert [e.step for e in readback.tensor_events(str(tmp_path), ".", "big")] == [0, 1]
-
-
-def test_writers_told_to_close_first_finish_together_and_lose_nothing(tmp_path):
-    """What the handlers do at the end of a fit: every run's worker told to finish, then each
-    waited for (not one close after another)."""
-    ws = [SummaryWriter(tmp_path / f"run{i}") for i in range(3)]
-    for i, w in enumerate(ws):
-        for step in range(50):
-            w.add_scalar("x", float(step * i), step)
-    for w in ws:
-        w._close_soon()
-    for w in ws:
-        assert w._p.closed
-        w.close()
-        assert not w._p.running
-    for i in range(3):
-        assert readback.scalars(str(tmp_path / f"run{i}"), ".", "x") == [(s, float(s * i)) for s in range(50)]

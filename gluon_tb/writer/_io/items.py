@@ -36,10 +36,12 @@ class Summary(NamedTuple):
 
 
 class Action(NamedTuple):
-    """``fn(sink)`` run by the worker (whole files, graph events: see ``sink.py``)."""
+    """``fn(sink)`` run by the worker (whole files, graph events: see ``sink.py``), its events and
+    files in ``run`` (None: the log directory itself)."""
 
     fn: Callable[["Sink"], object]
     nbytes: int
+    run: Optional[str] = None
 
 
 class Sync(NamedTuple):

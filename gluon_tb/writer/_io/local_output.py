@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import secrets
 import threading
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple, Union
 
 from .._common.checks import NAME_MAX
 from .event_file import EventFile
@@ -117,6 +117,7 @@ class LocalOutput:
         self.logdir = self.location = logdir
         self.suffix = suffix
         self.look_for_others = look_for_others
+        self._resumed: Set[Optional[str]] = set()  # runs that append on purpose (resumed)
         self._record_write = record_write
         self._file_write = file_write
 
@@ -126,7 +127,11 @@ class LocalOutput:
 
     def event_file(self, run: Optional[str]) -> EventFile:
         return EventFile(self.logdir if run is None else os.path.join(self.logdir, run), self.suffix,
-                         look_for_others=self.look_for_others, write=self._record_write)
+                         look_for_others=self.look_for_others and run not in self._resumed,
+                         write=self._record_write)
+
+    def resumed(self, run: Optional[str]) -> None:
+        self._resumed.add(run)
 
     def event_paths(self, files: Mapping[Optional[str], Any]) -> Dict[Optional[str], str]:
         return {run: f.path for run, f in list(files.items()) if f.path}  # list(): beside the worker
@@ -138,8 +143,10 @@ class LocalOutput:
         return TimeoutError(message)
 
     def reopened(self) -> "LocalOutput":
-        return LocalOutput(self.logdir, self.suffix, self.look_for_others,
-                           record_write=self._record_write, file_write=self._file_write)
+        new = LocalOutput(self.logdir, self.suffix, self.look_for_others,
+                          record_write=self._record_write, file_write=self._file_write)
+        new._resumed = set(self._resumed)
+        return new
 
     def write_files(self, files: Mapping[str, Union[bytes, memoryview]]) -> None:
         """Write every ``{relpath: data}`` under the log directory: all of them, or none.

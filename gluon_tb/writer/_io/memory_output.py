@@ -128,6 +128,9 @@ class MemoryOutput:
         self.event_files.setdefault(run, []).append(f)
         return f
 
+    def resumed(self, run: Optional[str]) -> None:
+        """Nothing to do: only a local directory looks for other writers."""
+
     def write_files(self, files: Mapping[str, Union[bytes, memoryview]]) -> None:
         """All of ``files`` or, when a write fails, none of them."""
         staged = {}

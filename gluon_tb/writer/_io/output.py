@@ -77,6 +77,10 @@ class Output(Protocol):
     def event_file(self, run: Optional[str]) -> EventOutput:
         """A new event file for ``run`` (a relative run name; None: the log directory itself)."""
 
+    def resumed(self, run: Optional[str]) -> None:
+        """``run``'s writer appends to an earlier process's files on purpose (``purge_step``): its
+        event files are opened without looking for other writers (a local directory's warning)."""
+
     def write_files(self, files: Mapping[str, Union[bytes, memoryview]]) -> None:
         """Write every ``{relpath: data}`` under the log directory: all of them, or none."""
 

@@ -309,14 +309,12 @@ class Pipeline:
                 return done.is_set()
         return True
 
-    def close(self, timeout: Optional[float] = None, wait: bool = True) -> bool:
+    def close(self, timeout: Optional[float] = None) -> bool:
         """Write everything queued before this call, close the files, stop the worker.
 
         Safe beside producers on other threads (see ``_late``) and a second ``close``
         (which waits for the first); True when everything was written in time. On the
         worker's own thread it only queues the stop and returns False (see below).
-        ``wait=False``: queue the stop and return at once (False, unless nothing had started);
-        a later ``close()`` waits for it. Several writers closed that way finish together.
         """
         with self._lock:
             first, self.closed, self._check_at = not self.closed, True, 0
@@ -336,10 +334,6 @@ class Pipeline:
         if not started:
             self._finished.set()
             return True
-        if not wait:
-            self._q.append(Sync(threading.Event(), stop=True))
-            self._wake.set()
-            return False
         return self._joined(self._sync(Sync(threading.Event(), stop=True), timeout))
 
     def _joined(self, done: bool) -> bool:
@@ -409,6 +403,11 @@ class Pipeline:
     def lost(self, n: int) -> None:
         with self._lock:
             self.dropped += n
+
+    def resumed(self, run: Optional[str]) -> None:
+        """``run`` appends to an earlier process's files on purpose: no warning about them (before
+        anything of ``run`` is queued)."""
+        self._output.resumed(run)
 
     # ------------------------------------------------------------ lifecycle
     def event_paths(self) -> Dict[Optional[str], str]:

@@ -40,6 +40,9 @@ class RemoteOutput:
     def event_file(self, run: Optional[str]) -> RemoteEventFile:
         return RemoteEventFile(self.store, run, self.suffix)
 
+    def resumed(self, run: Optional[str]) -> None:
+        """Nothing to do: only a local directory looks for other writers."""
+
     def write_files(self, files: Mapping[str, Union[bytes, memoryview]]) -> None:
         """Each file one put (a whole object: atomic in an object store). A view (an embedding's
         float32 values) is copied to bytes, which every file system's ``pipe_file`` takes."""

@@ -16,30 +16,39 @@ from .output import Output
 
 class Sink:
     """Event records go to ``pending`` (the worker's records by run, written after the
-    action); files to ``output``.
+    action); files to ``output``. ``run``: the run the action writes in (a writer made by
+    ``for_run``), its events and its files' paths relative to it; None: the log directory.
 
     Example::
 
-        sink = Sink(open_output("logs/train"))
-        sink.write_file("projector_config.pbtxt", b"...")
+        sink = Sink(open_output("logs"), run="train")
+        sink.write_file("projector_config.pbtxt", b"...")  # logs/train/projector_config.pbtxt
     """
 
-    def __init__(self, output: Output, pending: Optional[Dict[Optional[str], List[bytes]]] = None) -> None:
+    def __init__(self, output: Output, pending: Optional[Dict[Optional[str], List[bytes]]] = None,
+                 run: Optional[str] = None) -> None:
         self.output = output
-        self.logdir = output.logdir  # the log directory as given (a path or a URL)
+        self.run = run
         self._pending: Dict[Optional[str], List[bytes]] = {} if pending is None else pending
 
     def write_event(self, event: bytes, run: Optional[str] = None) -> None:
+        """Queue ``event`` for the run (``run``: a run under it)."""
+        if run is None:
+            run = self.run
+        elif self.run is not None:
+            run = f"{self.run}/{run}"
         self._pending.setdefault(run, []).append(event)
 
     def write_file(self, relpath: str, data: bytes) -> None:
-        """Write ``data`` to ``logdir/relpath`` atomically (temp file, then rename)."""
+        """Write ``data`` to ``relpath`` of the run atomically (temp file, then rename)."""
         self.write_files({relpath: data})
 
     def write_files(self, files: Mapping[str, Union[bytes, memoryview]]) -> None:
-        """Write every ``{relpath: data}`` under the log directory: all of them, or none.
+        """Write every ``{relpath: data}`` under the run's directory: all of them, or none.
 
         On an error nothing of this call is left behind (see the output's
         ``write_files``) and the error is raised.
         """
+        if self.run is not None:
+            files = {f"{self.run}/{rel}": data for rel, data in files.items()}
         self.output.write_files(files)

@@ -195,7 +195,7 @@ class Worker:
                 elif kind is Action:
                     freed += item.nbytes
                     self._write_pending()
-                    self._guard(item.fn, Sink(self._output, self._pending))
+                    self._guard(item.fn, Sink(self._output, self._pending, item.run))
                 elif not item.stop:  # a flush
                     self._write_pending()
                     self._upload(force=True)

@@ -62,16 +62,16 @@ def test_fit_ends_with_a_flush_of_every_run_after_the_last_values(tmp_path, monk
     cb = TensorBoardCallback(d, flush_secs=3600, batch_period=None)
     try:
         fit(cb, close=False)
-        assert order[-10:] == [("add_scalar", "train", "epoch_accuracy", 1),
-                               ("add_scalar", "train", "epoch_learning_rate", 1),
-                               ("add_scalar", "train", "epoch_samples_per_second", 1),
-                               ("add_scalar", "train", "epoch_input_wait_seconds", 1),
-                               ("add_scalar", "train", "epoch_batch_seconds", 1),
-                               ("add_scalar", "train", "epoch_input_wait_fraction", 1),
-                               ("add_scalar", "validation", "epoch_accuracy", 1),
-                               ("flush", "train"), ("flush", "train_batch"), ("flush", "validation")]
-        assert [o for o in order if o[0] == "flush"] == [("flush", "train"), ("flush", "train_batch"),
-                                                         ("flush", "validation")]
+        root = os.path.basename(d)  # the runs' writers share one queue: one flush writes them all
+        assert order[-8:] == [("add_scalar", "train", "epoch_accuracy", 1),
+                              ("add_scalar", "train", "epoch_learning_rate", 1),
+                              ("add_scalar", "train", "epoch_samples_per_second", 1),
+                              ("add_scalar", "train", "epoch_input_wait_seconds", 1),
+                              ("add_scalar", "train", "epoch_batch_seconds", 1),
+                              ("add_scalar", "train", "epoch_input_wait_fraction", 1),
+                              ("add_scalar", "validation", "epoch_accuracy", 1),
+                              ("flush", root)]
+        assert [o for o in order if o[0] == "flush"] == [("flush", root)]
     finally:
         cb.close()
 
