@@ -59,7 +59,8 @@ def test_its_xspace_holds_the_profiled_batches_operators(example):
     lines = planes[0]["lines"]
     assert sum(len(ln["events"]) for ln in lines) > 100
     # a process's first profile: its lines are named by MXNet's domains; and the steps' line
-    assert {ln["name"].split(" / ")[0] for ln in lines} == {"MXNET_C_API", "cpu/0", "operator", "Training steps"}
+    # (no MXNET_C_API line: API calls are not profiled, _mxnet/profiler.py says why)
+    assert {ln["name"].split(" / ")[0] for ln in lines} == {"cpu/0", "operator", "Training steps"}
     assert sorted(steps_of(decode_steps(open(xplane, "rb").read()))) == list(range(START, STOP + 1))
     def names(domain):
         return collections.Counter(e[0] for ln in lines if ln["name"].startswith(domain + " /")
@@ -69,7 +70,6 @@ def test_its_xspace_holds_the_profiled_batches_operators(example):
     for domain in ("cpu/0", "operator"):  # each operator once on each
         seen = names(domain)
         assert {op: seen[op] for op in PER_BATCH} == want, domain
-    assert names("MXNET_C_API")["MXInvokeCachedOp"] == STOP - START + 1  # one hybridized forward a batch
 
 
 def test_its_operator_table_is_text_at_the_last_profiled_batch(example):

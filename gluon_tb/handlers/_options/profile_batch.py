@@ -2,7 +2,7 @@
 
 ``profile_batch=(start, stop)`` (Keras's word: global batch indices from 0, both included; an int
 ``k`` is ``(k, k)``, and ``0``, as in Keras, turns profiling off: ``(0, 0)`` profiles batch 0): at ``batch_begin`` of batch ``start`` the profiler is
-configured (``profile_all``, ``aggregate_stats``, a temporary trace file) and started; after
+configured (operators, memory, ``aggregate_stats``, a temporary trace file) and started; after
 ``batch_end`` of batch ``stop`` (or at the end of a ``fit`` that stops earlier) the engine is
 waited on, the profiler stopped, its trace dumped and handed to the writer (run ``train_batch``,
 ``plugins/profile/<session>/<host>.xplane.pb``, see ``writer/_summaries/profile.py``), and its aggregate

@@ -500,7 +500,7 @@ def fail(monkeypatch, name):
     real = getattr(mx.profiler, name)
 
     def broken(*a, **k):
-        if name != "set_config" or k.get("profile_all"):
+        if name != "set_config" or k.get("aggregate_stats"):
             raise RuntimeError(f"injected {name} failure")
         return real(*a, **k)
     monkeypatch.setattr(mx.profiler, name, broken)
@@ -573,3 +573,41 @@ def test_operator_stats_tables_keep_their_columns():
         "| Name | Total Count | Time (ms) | Min Time (ms) | Max Time (ms) | Avg Time (ms) |",
         "| ResourceParallelRandomSetSeed | 1 | 5.3130 | 5.3130 | 5.3130 | 5.3130 |",
         "| dot | 1 | 4.1250 | 4.1250 | 4.1250 | 4.1250 |"]
+
+
+BUSY_THREAD = """
+import sys, threading
+sys.path.insert(0, sys.argv[1])
+import mxnet as mx
+import test_profile as t
+
+stop = threading.Event()
+
+def busy():  # another thread inside MXNet calls (a DataLoader's, the writer's waits) all along
+    a = mx.nd.ones((300, 300))
+    while not stop.is_set():
+        mx.nd.dot(a, a).wait_to_read()
+
+th = threading.Thread(target=busy, daemon=True)
+th.start()
+for i in range(int(sys.argv[2])):
+    t.profiled(f"logs/{i}", (1, 1), epochs=1)
+stop.set()
+th.join()
+print("done")
+"""
+
+
+def test_profiling_beside_a_thread_inside_mxnet_calls_does_not_abort(tmp_path):
+    """With MXNet's API calls profiled (``profile_all``), a call of another thread that spans the
+    profiler's start aborted the process (apache/mxnet#15486): 20 fits, each starting the profiler
+    while a thread waits on MXNet, and every profile written."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ)
+    env.pop("MXNET_PROFILER_AUTOSTART", None)
+    p = subprocess.run([sys.executable, "-c", BUSY_THREAD, os.path.dirname(__file__), "20"], cwd=str(tmp_path),
+                       env=env, timeout=300, capture_output=True, text=True)
+    assert p.returncode == 0 and p.stdout.strip().endswith("done"), p.stderr[-2000:]
+    assert len(glob.glob(str(tmp_path / "logs/*/train_batch/plugins/profile/*/*.xplane.pb"))) == 20
