@@ -167,12 +167,30 @@ class BatchMetrics:
         return [(t, v) for t, v in name_pairs(ms, pairs_of, skip_loss=skip_loss) if v is not None]
 
 
+_PLAIN_GET: Dict[type, bool] = {}
+
+
+def _plain_get(m: Any) -> bool:
+    """Whether ``m``'s ``get()`` is MXNet's ``EvalMetric.get`` (``(name, sum_metric / num_inst)``),
+    as for accuracy, top-k, MAE, MSE, cross-entropy, loss and most custom metrics: then a window's
+    value is that division, without copying the metric (~30 us a metric a batch on the training
+    thread, cold)."""
+    t = type(m)
+    plain = _PLAIN_GET.get(t)
+    if plain is None:
+        base = next((c for c in t.__mro__ if c.__name__ == "EvalMetric" and c.__module__.startswith("mxnet")), None)
+        plain = _PLAIN_GET[t] = base is not None and getattr(t, "get", None) is base.get
+    return plain
+
+
 def window_value(m: Any, ds: Any, dn: Any) -> List[Tuple[Any, Any]]:
     """``m``'s own ``get()`` of the sums ``ds``/``dn``, as ``(name, value)`` pairs; value ``None``
     where no instance was added (no point rather than NaN)."""
     if isinstance(dn, numbers.Number) and dn == 0:
         return [(n, None) for n, _ in m.get_name_value()]
     if isinstance(ds, numbers.Number) and isinstance(dn, numbers.Number):
+        if _plain_get(m) and type(m.name) is str:  # EvalMetric's own get(): its formula, without the copy
+            return [(m.name, ds / dn)]
         shadow = copy.copy(m)  # the metric's formula, on the window's sums
         shadow.sum_metric, shadow.num_inst = ds, dn
         shadow.global_sum_metric, shadow.global_num_inst = ds, dn
