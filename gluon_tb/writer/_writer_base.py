@@ -14,7 +14,7 @@ import os
 import threading
 import time
 import weakref
-from typing import Any, List, Mapping, Optional, Sequence, TypeVar, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, TypeVar, Union
 
 from ._common.checks import MAX_TAG_LEN, as_float, check_step, check_tag, check_walltime, describe
 from ._format import proto as _proto
@@ -69,6 +69,8 @@ class WriterBase:
         self._close_lock = threading.Lock()
         self._projector: List[Any] = []  # embeddings of this run, touched by the worker only
         self._views: "weakref.WeakValueDictionary[str, WriterBase]" = weakref.WeakValueDictionary()
+        # each for_run run's embeddings, kept here: a writer of for_run may be dropped and made again
+        self._run_projectors: Dict[str, List[Any]] = {}
         if self._MAKE_LOGDIR_NOW:
             output.make_logdir()
         _lifecycle.register(self, remote=self._p.is_remote)
@@ -100,8 +102,9 @@ class WriterBase:
     def for_run(self: _W, name: str, *, purge_step: Optional[int] = None) -> _W:
         """A writer for the run ``<logdir>/<name>`` that shares this writer's queue, writer thread
         and files: no thread or queue of its own, and its events are written in the order they
-        were logged with this writer's. The same object for the same ``name``; ``name`` may have
-        several parts (``"eval/clean"``); on a writer made by ``for_run``, a run under its own.
+        were logged with this writer's. The same object for the same ``name`` while it is kept (one
+        made again goes on with the run's embeddings); ``name`` may have several parts
+        (``"eval/clean"``); on a writer made by ``for_run``, a run under its own.
 
         It is closed and reopened with this writer; its own :meth:`close` only makes its later
         calls raise (after a :meth:`flush`), and its :meth:`reopen` reopens this writer if closed.
@@ -126,7 +129,8 @@ class WriterBase:
                 view = object.__new__(type(self))
                 view.__dict__.update(
                     _p=root._p, _pool=root._pool, _closed=root._closed, _close_lock=threading.Lock(),
-                    _projector=[], _run=run, _parent=root, _views=root._views,
+                    _projector=root._run_projectors.setdefault(run, []), _run=run, _parent=root,
+                    _views=root._views,
                     _logdir=f"{root._logdir.rstrip('/')}/{run}" if root._p.is_remote
                     else os.path.join(root._logdir, run))
                 root._views[run] = view

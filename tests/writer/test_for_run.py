@@ -70,6 +70,21 @@ def test_embeddings_and_graph_of_a_run_go_to_its_directory(tmp_path):
     assert readback.multiplexer(d).Runs()["train"]["graph"] is True
 
 
+def test_embeddings_of_a_run_logged_through_writers_made_again_all_stay_in_its_projector(tmp_path):
+    """``sw.for_run("train")`` made anew for each call: the projector's config, rewritten whole at
+    each embedding, still lists the earlier ones."""
+    import gc
+
+    d = str(tmp_path)
+    with SummaryWriter(d) as sw:
+        for step in range(3):
+            sw.for_run("train").add_embedding("emb", np.full((4, 2), step, dtype=np.float32), global_step=step)
+            gc.collect()  # the temporary writer is gone
+    tensors = readback.projector_tensors(os.path.join(d, "train"))
+    assert len(tensors) == 3
+    assert sorted(float(np.asarray(t, dtype=np.float32)[0, 0]) for t in tensors.values()) == [0.0, 1.0, 2.0]
+
+
 def test_closing_the_writer_closes_its_runs_and_reopening_reopens_them(tmp_path):
     d = str(tmp_path)
     sw = SummaryWriter(d)
