@@ -179,7 +179,7 @@ def _plain_get(m: Any) -> bool:
     plain = _PLAIN_GET.get(t)
     if plain is None:
         base = next((c for c in t.__mro__ if c.__name__ == "EvalMetric" and c.__module__.startswith("mxnet")), None)
-        plain = _PLAIN_GET[t] = base is not None and getattr(t, "get", None) is base.get
+        plain = _PLAIN_GET[t] = base is not None and getattr(t, "get", None) is getattr(base, "get", None)
     return plain
 
 
@@ -190,7 +190,8 @@ def window_value(m: Any, ds: Any, dn: Any) -> List[Tuple[Any, Any]]:
         return [(n, None) for n, _ in m.get_name_value()]
     if isinstance(ds, numbers.Number) and isinstance(dn, numbers.Number):
         if _plain_get(m) and type(m.name) is str:  # EvalMetric's own get(): its formula, without the copy
-            return [(m.name, ds / dn)]
+            total: Any = ds
+            return [(m.name, total / dn)]
         shadow = copy.copy(m)  # the metric's formula, on the window's sums
         shadow.sum_metric, shadow.num_inst = ds, dn
         shadow.global_sum_metric, shadow.global_num_inst = ds, dn
