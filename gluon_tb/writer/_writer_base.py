@@ -40,10 +40,6 @@ class WriterBase:
     #: make the log directory in the constructor, as mxboard did (a subclass that opens its writers
     #: just before their first write leaves it to the writer thread, which makes it at that write)
     _MAKE_LOGDIR_NOW = True
-    #: a writer made by :meth:`for_run`: its run under the writer it came from (``_parent``), whose
-    #: queue, thread and files it shares; None for a writer made by its constructor
-    _run: Optional[str] = None
-    _parent: Optional["WriterBase"] = None
 
     def __init__(self, logdir: Union[str, "os.PathLike[str]"], max_queue: int = 1024,
                  flush_secs: float = 2.0, filename_suffix: Optional[str] = None,
@@ -66,6 +62,11 @@ class WriterBase:
         # histogram and image copies, reused once written: the bound of the idle ones
         self._pool = BufferPool(min(max_queue_bytes, POOL_BYTES))
         self._closed = False
+        # a writer made by for_run: its run, under the writer it came from (_parent), whose queue,
+        # thread and files it shares. Instance attributes: add_scalar reads _run (a class attribute
+        # read through the instance is slower on Python 3.11)
+        self._run: Optional[str] = None
+        self._parent: Optional[WriterBase] = None
         self._close_lock = threading.Lock()
         self._projector: List[Any] = []  # embeddings of this run, touched by the worker only
         self._views: "weakref.WeakValueDictionary[str, WriterBase]" = weakref.WeakValueDictionary()
