@@ -33,7 +33,7 @@ throws out of a C function: the process aborts ("terminate called after throwing
 'dmlc::Error' ... c_api_profile.cc:140: Check failed: !thread_profiling_data.calls_.empty()";
 apache/mxnet#15486). The writer thread waits on MXNet (a histogram's copy) and DataLoader threads
 make arrays while the training thread starts the profiler: with ``profile_api`` a fit aborted
-(measured: 2 of 5 processes of 30 starts beside one thread waiting on a ``dot``; none without).
+(measured: 4 of 5 processes of 30 starts beside one thread waiting on a ``dot``; 0 of 11 without).
 
 MXNet 1.9.1 cannot say whether its profiler is running (no query in its C API), so a user's
 own profiler session cannot be detected, only avoided: with ``MXNET_PROFILER_AUTOSTART`` set
