@@ -16,7 +16,8 @@ import time
 import weakref
 from typing import Any, Dict, List, Mapping, Optional, Sequence, TypeVar, Union
 
-from ._common.checks import MAX_TAG_LEN, as_float, check_step, check_tag, check_walltime, describe
+from ._common.checks import (MAX_TAG_LEN, as_float, check_step, check_tag, check_walltime, describe,
+                             is_python_number)
 from ._format import proto as _proto
 from ._io import lifecycle as _lifecycle
 from ._io.items import Action, Summary, payload_nbytes
@@ -108,7 +109,8 @@ class WriterBase:
         (``"eval/clean"``); on a writer made by ``for_run``, a run under its own.
 
         It is closed and reopened with this writer; its own :meth:`close` only makes its later
-        calls raise (after a :meth:`flush`), and its :meth:`reopen` reopens this writer if closed.
+        calls raise (after a :meth:`flush` of the shared queue) until it is reopened or asked for
+        again with ``for_run``, and its :meth:`reopen` reopens this writer if closed.
         ``purge_step``: as the constructor's, for this run only.
 
         Example::
@@ -126,6 +128,8 @@ class WriterBase:
         root = self._parent if self._parent is not None else self
         with root._close_lock:
             view = root._views.get(run)
+            if view is not None and view._closed:  # closed by its own close(): open again, as asked
+                view._closed = False
             if view is None:
                 view = object.__new__(type(self))
                 view.__dict__.update(
@@ -347,6 +351,9 @@ class WriterBase:
         :class:`RemoteWriteError` (``TimeoutError`` for a local directory) that names the
         runs and the events not written, which are given up on.
         """
+        if timeout is not None and not (is_python_number(timeout) and timeout >= 0):  # NaN too
+            raise (TypeError if not is_python_number(timeout) else ValueError)(
+                f"timeout must be None or a number of seconds >= 0, got {describe(timeout)}")
         if self._parent is not None:
             return self._close_run(timeout)
         with self._close_lock:

@@ -202,3 +202,31 @@ def test_runs_logged_from_several_threads_keep_every_event(tmp_path):
             t.join()
     for k in range(4):
         assert readback.scalars(d, f"r{k}", "x") == [(i, float(i)) for i in range(2000)]
+
+
+def test_a_run_closed_by_a_with_block_is_open_again_when_asked_for_again(tmp_path):
+    d = str(tmp_path)
+    with SummaryWriter(d) as sw:
+        for epoch in range(3):
+            with sw.for_run("train") as t:  # its close() at the block's end leaves sw open
+                t.add_scalar("loss", float(epoch), epoch)
+            with pytest.raises(WriterClosedError):
+                t.add_scalar("loss", -1.0, epoch)
+        sw.add_scalar("lr", 0.1, 0)
+    assert readback.scalars(d, "train", "loss") == [(0, 0.0), (1, 1.0), (2, 2.0)]
+    assert readback.tags(d) == {("train", "loss"), (".", "lr")}
+
+
+@pytest.mark.parametrize("timeout, error", [("x", TypeError), (True, TypeError), (-1, ValueError),
+                                            (float("nan"), ValueError)])
+def test_a_bad_close_timeout_is_refused_by_name_and_leaves_the_writer_open(tmp_path, timeout, error):
+    d = str(tmp_path)
+    sw = SummaryWriter(d)
+    train = sw.for_run("train")
+    train.add_scalar("loss", 1.0, 0)
+    for w in (train, sw):
+        with pytest.raises(error, match=r"timeout must be None or a number of seconds >= 0, got"):
+            w.close(timeout=timeout)
+    train.add_scalar("loss", 2.0, 1)  # neither was closed
+    sw.close(timeout=30)
+    assert readback.scalars(d, "train", "loss") == [(0, 1.0), (1, 2.0)]
