@@ -16,12 +16,12 @@ import time
 import weakref
 from typing import Any, Dict, List, Mapping, Optional, Sequence, TypeVar, Union
 
-from ._common.checks import (MAX_TAG_LEN, as_float, check_step, check_tag, check_walltime, describe,
-                             is_python_number)
+from ._common.checks import (MAX_TAG_LEN, as_float, check_seconds, check_step, check_tag, check_walltime,
+                             describe)
 from ._format import proto as _proto
 from ._io import lifecycle as _lifecycle
 from ._io.items import Action, Summary, payload_nbytes
-from ._io.logdir import check_run_name
+from ._io.logdir import check_run_name, run_under
 from ._io.output import Output, open_output
 from ._io.pipeline import DEFAULT_MAX_QUEUE_BYTES, DEFAULT_WORKER_NICE, Pipeline, WriterClosedError
 from ._io.remote_options import RemoteOptions, remote_options
@@ -95,12 +95,6 @@ class WriterBase:
         """Queue ``fn(sink)`` for the worker, in this writer's run; False when dropped."""
         return self._p.put(Action(fn, nbytes, self._run))
 
-    def _in_run(self, run: Optional[str]) -> Optional[str]:
-        """``run`` under this writer's run (None: that run itself), as the pipeline names it."""
-        if self._run is None:
-            return run
-        return self._run if run is None else f"{self._run}/{run}"
-
     def for_run(self: _W, name: str, *, purge_step: Optional[int] = None) -> _W:
         """A writer for the run ``<logdir>/<name>`` that shares this writer's queue, writer thread
         and files: no thread or queue of its own, and its events are written in the order they
@@ -121,9 +115,7 @@ class WriterBase:
                 val.add_scalar("loss", 0.35, global_step=1)  # one "loss" chart, two curves
         """
         self._check()
-        run = check_run_name(name, "name")
-        if self._run is not None:
-            run = f"{self._run}/{run}"
+        run = run_under(self._run, check_run_name(name, "name"))
         purge_step = check_step(purge_step, "purge_step")
         root = self._parent if self._parent is not None else self
         with root._close_lock:
@@ -135,7 +127,6 @@ class WriterBase:
                 view.__dict__.update(
                     _p=root._p, _pool=root._pool, _closed=root._closed, _close_lock=threading.Lock(),
                     _projector=root._run_projectors.setdefault(run, []), _run=run, _parent=root,
-                    _views=root._views,
                     _logdir=f"{root._logdir.rstrip('/')}/{run}" if root._p.is_remote
                     else os.path.join(root._logdir, run))
                 root._views[run] = view
@@ -185,7 +176,8 @@ class WriterBase:
         """``wake=False``: the worker reads it a little later, with others (``Pipeline.put``)."""
         step = self._step(global_step)
         wall = _time() if walltime is None else check_walltime(walltime)
-        self._p.put(Summary(self._in_run(run), tag, builder, payload, step, wall, payload_nbytes(payload)), wake)
+        run = self._run if run is None else run_under(self._run, run)
+        self._p.put(Summary(run, tag, builder, payload, step, wall, payload_nbytes(payload)), wake)
 
     # ------------------------------------------------------------ scalars
     def add_scalar(self, tag: str, value: Any, global_step: Optional[int] = None,
@@ -261,7 +253,8 @@ class WriterBase:
         """Queue a checked value (a float, or what the worker turns into one with ``float()``)."""
         step = self._step(global_step)
         wall = _time() if walltime is None else check_walltime(walltime)
-        self._p.put_scalar((self._in_run(run), tag, value, step, wall))
+        run = self._run if run is None else run_under(self._run, run)  # None (most calls): no call
+        self._p.put_scalar((run, tag, value, step, wall))
 
     def add_mean(self, tag: str, values: Any, global_step: Optional[int] = None,
                  walltime: Optional[float] = None, *, copy: bool = True) -> None:
@@ -351,9 +344,7 @@ class WriterBase:
         :class:`RemoteWriteError` (``TimeoutError`` for a local directory) that names the
         runs and the events not written, which are given up on.
         """
-        if timeout is not None and not (is_python_number(timeout) and timeout >= 0):  # NaN too
-            raise (TypeError if not is_python_number(timeout) else ValueError)(
-                f"timeout must be None or a number of seconds >= 0, got {describe(timeout)}")
+        timeout = check_seconds(timeout, "timeout")
         if self._parent is not None:
             return self._close_run(timeout)
         with self._close_lock:

@@ -100,6 +100,18 @@ def check_positive_number(value: Any, name: str) -> float:
     return float(value)
 
 
+def check_seconds(value: Any, name: str) -> Optional[float]:
+    """None, or a Python int or float >= 0 (:func:`is_python_number`), as a float: a wait's bound.
+    A value of another type is a ``TypeError``; a negative number or NaN a ``ValueError``."""
+    if value is None:
+        return None
+    if not is_python_number(value):
+        raise TypeError(f"{name} must be None or a number of seconds >= 0, got {describe(value)}")
+    if not value >= 0:
+        raise ValueError(f"{name} must be None or a number of seconds >= 0, got {describe(value)}")
+    return float(value)
+
+
 def check_choice(value: Any, name: str, choices: Tuple[str, ...]) -> str:
     """One of the str ``choices``: another type is a ``TypeError``, another str a ``ValueError``."""
     expect = f"one of {', '.join(map(repr, choices))}"

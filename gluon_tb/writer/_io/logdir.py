@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Optional, overload
 
 from .._common.checks import check_name_length, check_utf8, describe
 
@@ -41,3 +41,15 @@ def check_run_name(name: Any, arg: str) -> str:
     for part in parts:
         check_name_length(part, arg)
     return name
+
+
+@overload
+def run_under(parent: Optional[str], run: str) -> str: ...
+@overload
+def run_under(parent: Optional[str], run: None) -> Optional[str]: ...
+def run_under(parent: Optional[str], run: Optional[str]) -> Optional[str]:
+    """The run (or a path) ``run`` under the run ``parent``, as one relative name: None stands
+    for the log directory itself on either side."""
+    if parent is None:
+        return run
+    return parent if run is None else f"{parent}/{run}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Mapping, Optional, Union
 
+from .logdir import run_under
 from .output import Output
 
 
@@ -33,11 +34,7 @@ class Sink:
 
     def write_event(self, event: bytes, run: Optional[str] = None) -> None:
         """Queue ``event`` for the run (``run``: a run under it)."""
-        if run is None:
-            run = self.run
-        elif self.run is not None:
-            run = f"{self.run}/{run}"
-        self._pending.setdefault(run, []).append(event)
+        self._pending.setdefault(run_under(self.run, run), []).append(event)
 
     def write_file(self, relpath: str, data: bytes) -> None:
         """Write ``data`` to ``relpath`` of the run atomically (temp file, then rename)."""
@@ -50,5 +47,5 @@ class Sink:
         ``write_files``) and the error is raised.
         """
         if self.run is not None:
-            files = {f"{self.run}/{rel}": data for rel, data in files.items()}
+            files = {run_under(self.run, rel): data for rel, data in files.items()}
         self.output.write_files(files)
