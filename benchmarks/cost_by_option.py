@@ -1,6 +1,7 @@
 """Where an every-option fit's overhead goes: CPU and wall time per batch, by option and by thread.
 
     benchmarks/.venv/bin/python benchmarks/cost_by_option.py [rounds=8] [variants=full,nohist,nohealth,noconv]
+    benchmarks/.venv/bin/python benchmarks/cost_by_option.py config=sweep vocab=7800 [variants=full,nohist,nograph]
 
 Each variant runs in a fresh process: the ``alloptions`` fit of ``_fit.py`` (histograms and
 grad_health every batch, conv filters and feature maps every epoch, images, graph, hparams),
@@ -35,7 +36,7 @@ from typing import Dict, List
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 VARIANTS = {"full": {}, "nohist": {"histogram_period": None, "grad_health": False},
-            "nohealth": {"grad_health": False}, "noconv": {"conv_filters": False}}
+            "nohealth": {"grad_health": False}, "noconv": {"conv_filters": False}, "nograph": {"graph": False}}
 EPOCHS = 3
 
 
@@ -70,33 +71,38 @@ def _count_ended_threads() -> None:
     threading.Thread.run = counted  # type: ignore[method-assign]
 
 
-def one_variant(variant: str, rounds: int) -> dict:
-    """In this process: the paired blocks of ``variant``; medians per batch, in ms."""
+def one_variant(variant: str, rounds: int, config: str = "alloptions", vocab: int = 0) -> dict:
+    """In this process: the paired blocks of ``variant`` of ``config``; medians per batch, in ms."""
     sys.path.insert(0, HERE)
     _count_ended_threads()
     import _fit
+    from gluon_tb import TensorBoardHandler
 
-    _fit.ALL_OPTIONS = dict(_fit.ALL_OPTIONS, **VARIANTS[variant])
-    s = _fit.build("alloptions")
+    options = dict(_fit.ALL_OPTIONS if config == "alloptions" else {}, **VARIANTS[variant])
+    s = _fit.build(config, vocab)
     est = _fit._estimator(s)
     logdir = tempfile.mkdtemp(prefix="gluon_tb-cost-")
     _fit._fit(est, s, 1, [])
-    _fit._fit(est, s, 1, [_fit.handler("gluon_tb", "alloptions", f"{logdir}/warm")])
+    _fit._fit(est, s, 1, [TensorBoardHandler(f"{logdir}/warm", **options)])
     cpu: Dict[bool, List[float]] = {True: [], False: []}
     wall: Dict[bool, List[float]] = {True: [], False: []}
     threads: Dict[bool, List[Counter]] = {True: [], False: []}
     for r in range(rounds):
         for on in ((False, True) if r % 2 == 0 else (True, False)):
-            hs = [_fit.handler("gluon_tb", "alloptions", f"{logdir}/block{r}")] if on else []
+            hs = [TensorBoardHandler(f"{logdir}/block{r}", **options)] if on else []
             before, ended = _thread_cpu(), _ENDED.copy()
-            t0 = resource.getrusage(resource.RUSAGE_SELF)
+            t0, own0 = time.process_time(), time.thread_time()
             got = _fit._fit(est, s, EPOCHS, hs)
-            t1 = resource.getrusage(resource.RUSAGE_SELF)
+            t1, own1 = time.process_time(), time.thread_time()
             after = _thread_cpu()
             after.subtract(before)
             for name, secs in _ENDED.items():
                 after[name] += secs - ended.get(name, 0.0)
-            cpu[on].append(t1.ru_utime + t1.ru_stime - t0.ru_utime - t0.ru_stime)
+            # the clock ticks of /proc (10 ms) are too coarse for a fit: the precise clocks where there are
+            after["native"] += after["training"] - (own1 - own0)
+            after["training"] = own1 - own0
+            after["native"] = (t1 - t0) - sum(v for k, v in after.items() if k != "native")
+            cpu[on].append(t1 - t0)
             wall[on].append(got["wall"])
             threads[on].append(after)
     n = EPOCHS * _fit.BATCHES
@@ -113,13 +119,15 @@ def one_variant(variant: str, rounds: int) -> dict:
 def main() -> None:
     args = dict(a.split("=", 1) for a in sys.argv[1:] if "=" in a)
     if "child" in args:
-        print("RESULT " + json.dumps(one_variant(args["child"], int(args.get("rounds", 8)))))
+        print("RESULT " + json.dumps(one_variant(args["child"], int(args.get("rounds", 8)),
+                                                 args.get("config", "alloptions"), int(args.get("vocab", 0)))))
         return
     rounds = int(args.get("rounds", 8))
+    extra = [f"{k}={args[k]}" for k in ("config", "vocab") if k in args]
     for variant in args.get("variants", ",".join(VARIANTS)).split(","):
         if variant not in VARIANTS:
             raise SystemExit(f"variants: each one of {sorted(VARIANTS)}, got {variant!r}")
-        out = subprocess.run([sys.executable, os.path.abspath(__file__), f"child={variant}", f"rounds={rounds}"],
+        out = subprocess.run([sys.executable, os.path.abspath(__file__), f"child={variant}", f"rounds={rounds}"] + extra,
                              capture_output=True, text=True, check=True).stdout
         r = json.loads(out.split("RESULT ", 1)[1])
         split = ", ".join(f"{k} {v:+.2f}" for k, v in sorted(r["threads_extra_ms"].items(), key=lambda kv: -kv[1]))

@@ -52,3 +52,50 @@ def test_a_window_without_instances_gives_no_value():
 
 def test_halved_is_not_taken_for_a_plain_division():
     assert window_value(Halved(), 5.0, 8) == [("accuracy", 0.3125)]
+
+
+def _update(ms, rng):
+    labels = [mx.nd.array(rng.integers(0, 3, 8))]
+    preds = [mx.nd.array(rng.random((8, 3)))]
+    for m in ms:
+        if isinstance(m, mx.metric.Loss):
+            m.update(None, [mx.nd.array(rng.random(8))])
+        else:
+            m.update(labels, preds)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: [mx.metric.Accuracy()],
+    lambda: [mx.metric.Loss(), mx.metric.Accuracy(), mx.metric.TopKAccuracy(top_k=2)],
+    lambda: [mx.metric.Accuracy(), mx.metric.Accuracy()],  # the same name twice: accuracy, accuracy_2
+    lambda: [mx.metric.Accuracy(), Halved()],  # a get() of its own: the general path
+    lambda: [mx.metric.CompositeEvalMetric([mx.metric.Accuracy(), mx.metric.CrossEntropy()])],
+], ids=["one", "loss-first", "twice", "own-get", "composite"])
+def test_the_planned_take_gives_what_the_general_one_gives(make):
+    """``BatchMetrics.take`` works out the tags of a list of plain metrics once (``_make_plan``); batch
+    after batch, through resets and a skipped loss, it gives what the general path gives."""
+    import numpy as np
+
+    from gluon_tb.handlers._mxnet.metric_windows import BatchMetrics
+
+    rng_a, rng_b = np.random.default_rng(3), np.random.default_rng(3)
+    planned, general = make(), make()
+    a, b = BatchMetrics(), BatchMetrics()
+    a.watch(planned)
+    b.watch(general)
+    for i in range(12):
+        skip = i % 4 == 1  # the batch's loss is logged as batch_loss: the Loss metric's point left out
+        for _ in range(1 + i % 2):
+            _update(planned, rng_a)
+            _update(general, rng_b)
+        if i in (5, 9):  # a reset inside the window (MetricHandler at an epoch, Speedometer)
+            for m in planned + general:
+                m.reset() if i == 5 else m.reset_local()
+            _update(planned, rng_a)
+            _update(general, rng_b)
+        got, want = a.take(planned, skip_loss=skip), b._take(general, skip)
+        assert [t for t, _ in got] == [t for t, _ in want]
+        np.testing.assert_allclose([v for _, v in got], [v for _, v in want], rtol=1e-12)
+        assert got, "every batch updated every metric"
+    plain = all(type(m) in (mx.metric.Accuracy, mx.metric.Loss, mx.metric.TopKAccuracy) for m in planned)
+    assert (a._plan[3] is not None) == plain

@@ -211,17 +211,30 @@ def batch_size(batch: Any, axis: int) -> Optional[int]:
     return int(shape[axis])
 
 
+_KINDS: Dict[type, str] = {}  # types whose every value is of one kind ("number", "ndarray")
+
+
 def loss_kind(value: Any) -> Optional[str]:
-    """``"number"``, ``"numpy"`` or ``"ndarray"``: how a returned loss is summed; ``None``: it cannot be."""
+    """``"number"``, ``"numpy"`` or ``"ndarray"``: how a returned loss is summed; ``None``: it cannot be.
+    Known by the value's type after the first batch: one dict lookup (every batch, cold)."""
+    kind = _KINDS.get(type(value))
+    if kind is not None:
+        return kind
     if isinstance(value, numbers.Real) and not isinstance(value, bool):
-        return "number"
-    if isinstance(value, np.ndarray):
-        return "numpy" if value.dtype.kind in "biuf" else None
+        kind = "number"
+    elif isinstance(value, np.ndarray):
+        return "numpy" if value.dtype.kind in "biuf" else None  # by its dtype: not by its type
     # looked up on the type first: on an NDArray, context and shape are properties, and reading
-    # one is a call into MXNet (tens of microseconds while the engine is busy), every batch
-    if all(hasattr(type(value), a) or hasattr(value, a) for a in ("detach", "context", "shape")):
-        return "ndarray"
-    return None
+    # one is a call into MXNet (tens of microseconds while the engine is busy)
+    elif all(hasattr(type(value), a) for a in ("detach", "context", "shape")):
+        kind = "ndarray"
+    elif all(hasattr(type(value), a) or hasattr(value, a) for a in ("detach", "context", "shape")):
+        return "ndarray"  # attributes of its own: not known for its type
+    else:
+        return None
+    if len(_KINDS) < 64:
+        _KINDS[type(value)] = kind
+    return kind
 
 
 def _learning_rate(estimator: Any) -> Any:
