@@ -26,6 +26,7 @@ from ._io.output import Output, open_output
 from ._io.pipeline import DEFAULT_MAX_QUEUE_BYTES, DEFAULT_WORKER_NICE, Pipeline, WriterClosedError
 from ._io.remote_options import RemoteOptions, remote_options
 from ._summaries.copy_buffers import POOL_BYTES, BufferPool
+from ._common.arrays import Mean
 from ._summaries.scalar import mean_of, scalar_value
 from ._writer_args import check_writer_args
 
@@ -249,7 +250,7 @@ class WriterBase:
         """A scalar's value checked: a float, or what the worker turns into one (an NDArray)."""
         return as_float(value, "value") if type(value) in (int, float) else scalar_value(value)
 
-    def _put_scalar(self, run: Optional[str], tag: str, value: Any, global_step: Any, walltime: Any) -> None:
+    def _put_scalar(self, run: Optional[str], tag: Optional[str], value: Any, global_step: Any, walltime: Any) -> None:
         """Queue a checked value (a float, or what the worker turns into one with ``float()``)."""
         step = self._step(global_step)
         wall = _time() if walltime is None else check_walltime(walltime)
@@ -284,12 +285,15 @@ class WriterBase:
             raise TypeError(f"copy must be a bool, got {describe(copy)}")
         self._put_scalar(None, tag, mean_of(values, copy), global_step, walltime)
 
-    def _add_fresh_mean(self, tag: str, values: Sequence[Any], global_step: Optional[int],
-                        sizes: Optional[Sequence[int]] = None) -> None:
+    def _add_fresh_mean(self, tag: Optional[str], values: Sequence[Any], global_step: Optional[int],
+                        sizes: Optional[Sequence[int]] = None, into: Optional[Mean] = None) -> None:
         """``add_mean(tag, values, global_step, copy=False)`` for the handlers, which may know each
-        value's count of elements already (``sizes``; reading an NDArray's is a call into MXNet)."""
+        value's count of elements already (``sizes``; reading an NDArray's is a call into MXNet).
+        ``into``: a running :class:`Mean` the values are added to when the writer thread reads them
+        (a handler's epoch loss); ``tag`` None: only that, no event."""
         self._check()
-        self._put_scalar(None, check_tag(tag), mean_of(values, False, sizes), global_step, None)
+        self._put_scalar(None, None if tag is None else check_tag(tag), mean_of(values, False, sizes, into),
+                         global_step, None)
 
     # ------------------------------------------------------------ mxboard extras
     def export_scalars(self, path: str) -> None:

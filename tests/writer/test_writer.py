@@ -83,6 +83,32 @@ def test_fresh_means_with_known_sizes_read_no_size(tmp_path, monkeypatch):
     assert readback.scalars(str(tmp_path), ".", "m") == [(0, 4.0), (1, 4.0), (2, float(np.float32(20.0 / 3)))]
 
 
+def test_fresh_means_added_into_a_running_mean_in_queue_order(tmp_path):
+    """A handler's epoch loss: each batch's losses are added into a running Mean when the writer
+    thread reads them (with a tag, also logged; without, only added: no event), and the running
+    Mean queued after them reads as the mean of every value, host values among them. A Mean is
+    added once however often it is read; one without values reads as NaN."""
+    from gluon_tb.writer._common.arrays import Mean
+
+    mx = pytest.importorskip("mxnet")
+    epoch = Mean([], (0.0, 0))
+    with SummaryWriter(str(tmp_path)) as w:
+        w._add_fresh_mean("batch_loss", [mx.nd.array([1.0, 2.0]), mx.nd.array([3.0])], 0, None, epoch)
+        w._add_fresh_mean(None, [mx.nd.array([10.0, 20.0, 30.0])], 1, [3], epoch)  # not logged, added
+        w._add_fresh_mean(None, [np.array([5.0])], 2, None, epoch)  # host values alone: added too
+        w.add_scalar("epoch_loss", epoch, 0)
+        w.add_scalar("empty", Mean([], (0.0, 0)), 0)
+        w.flush()
+        assert w._p._worker.unwritten() == {}
+    assert readback.tags(str(tmp_path)) == {(".", "batch_loss"), (".", "epoch_loss"), (".", "empty")}
+    assert readback.scalars(str(tmp_path), ".", "batch_loss") == [(0, 2.0)]
+    assert readback.scalars(str(tmp_path), ".", "epoch_loss") == [(0, float(np.float32(71.0 / 7)))]
+    assert math.isnan(readback.scalars(str(tmp_path), ".", "empty")[0][1])
+    once = Mean([], (4.0, 2), into=epoch)
+    assert float(once) == float(once) == 2.0
+    assert epoch.known == (75.0, 9)
+
+
 def test_non_finite_scalars_are_logged_as_they_are(tmp_path):
     with SummaryWriter(tmp_path) as w:
         w.add_scalar("x", float("nan"), 0)

@@ -16,10 +16,13 @@ validation pass (validation). That is the mean per-sample loss when it returns p
 (MXNet's default), and the mean of its per-batch values when it returns one value per batch
 (a summed loss): the value is what the training computed, not rescaled. Python numbers, numpy
 arrays and NDArrays of any shape are accepted; anything else is left out with one warning.
-NDArrays are summed on MXNet's engine a chunk of batches at a time (:class:`LossSum`) and read
-by the writer thread: nothing waits for a value on the training thread. With several workers and
+The writer thread adds up the batch losses as it reads them for ``batch_loss`` (each batch's
+losses go to it in one queued item, with no event when ``batch_loss`` is not due), and reads the
+epoch's value after them (a running ``Mean``, ``loss_into``): nothing waits for a value, and
+nothing is added up, on the training thread or on MXNet's engine. With several workers and
 ``distributed="rank0"`` the values are the mean over the workers (the throughput their sum), see
-``_options/distributed.py``.
+``_options/distributed.py``: combined at the epoch's end on the training thread, the loss is then
+summed there, on MXNet's engine a chunk of batches at a time (:class:`LossSum`).
 """
 from __future__ import annotations
 
@@ -60,8 +63,14 @@ class EpochValues:
         self._batches = 0
         self._lr: Any = None
         self._own_loss: Optional[LossSum] = None
+        #: the epoch's loss as the writer thread adds up the batch losses it reads (None: summed
+        #: here by ``_own_loss``, or by the estimator's Loss metric); see :meth:`epoch_begin`
+        self.loss_into: Optional[Mean] = None
+        self._into_batches = 0
         self._val_own = False  # the estimator has no validation loss metric: sum it here
         self._val_loss = LossSum()
+        self._val_into: Optional[Mean] = None  # as loss_into, for the validation pass
+        self._val_into_batches = 0
 
     def train_begin(self, estimator: Any, scope: FitScope, on_dead: Any = None) -> List[Wrap]:
         """Find this worker's place; returns the hooks that follow validation."""
@@ -70,7 +79,7 @@ class EpochValues:
         self.final = {}
         taps = []
         self._val_own = not any(is_loss(m) for m in estimator.val_metrics)
-        self._val_loss = LossSum()
+        self._new_validation()
         tap = wrap(estimator.batch_processor, ("evaluate_batch",), self._count_validation, scope=scope,
                    after=self._see_validation if self._val_own else None, on_dead=on_dead)
         self._val_hooked = tap is not None
@@ -96,7 +105,13 @@ class EpochValues:
         self._samples = self._batches = 0
         self._samples_known, self._lr = True, None
         has_loss = any(is_loss(m) for m in estimator.train_metrics)
-        self._own_loss = None if has_loss else LossSum()
+        # without a Loss metric: the writer thread adds up the batch losses it reads for batch_loss
+        # (nothing more on the training thread or MXNet's engine), unless the value is combined
+        # over workers here at the epoch's end (it must then be read here: LossSum)
+        shared = self._mean.shared
+        self._own_loss = None if has_loss or not shared else LossSum()
+        self.loss_into = None if has_loss or shared else Mean([], (0.0, 0))
+        self._into_batches = 0
         self._t0 = time.perf_counter()
 
     def see_batch(self, estimator: Any, losses: Sequence[Any], batch: Any) -> bool:
@@ -120,8 +135,10 @@ class EpochValues:
                                "not a number or array; batch_loss and epoch_loss (without a loss metric) "
                                "are not logged for such batches", logging.WARNING)
             return False
-        if self._own_loss is not None:  # None: the estimator has a loss metric
+        if self._own_loss is not None:
             self.loss_sizes = [self._own_loss.add(l, kind) for l, kind in zip(losses, kinds)]
+        elif self.loss_into is not None and losses:  # the handler queues them into loss_into
+            self._into_batches += 1
         return True
 
     def _updated(self, estimator: Any) -> None:
@@ -133,6 +150,9 @@ class EpochValues:
         pairs = scores(estimator.train_metrics, use_global=True)
         if self._own_loss is not None and self._own_loss.count:
             pairs.insert(0, ("loss", self._own_loss.mean()))
+        elif self.loss_into is not None and self._into_batches:  # read after the batches' losses
+            summed: Any = self.loss_into
+            pairs.insert(0, ("loss", summed))
         dt = time.perf_counter() - self._t0
         known = dt > 0 and self._batches and self._samples_known
         rate = self._samples / dt if known else float("nan")
@@ -154,7 +174,10 @@ class EpochValues:
         self._val_batches += 1
 
     def _new_validation(self) -> None:
+        shared = self._mean.shared
         self._val_loss = LossSum()
+        self._val_into = None if shared else Mean([], (0.0, 0))
+        self._val_into_batches = 0
 
     def _see_validation(self, result: Any) -> None:
         """After ``evaluate_batch``: add its losses (NDArrays: MXNet ops, no host read)."""
@@ -164,8 +187,12 @@ class EpochValues:
         losses = losses if isinstance(losses, (list, tuple)) else [losses]
         kinds = [loss_kind(l) for l in losses]
         if None not in kinds:
-            for l, kind in zip(losses, kinds):
-                self._val_loss.add(l, kind)
+            if self._val_into is None:
+                for l, kind in zip(losses, kinds):
+                    self._val_loss.add(l, kind)
+            elif losses:  # read and added up by the writer thread
+                self._val_into_batches += 1
+                self._out.call(VALIDATION, SummaryWriter._add_fresh_mean, None, losses, 0, None, self._val_into)
         else:
             self._out.say_once("val-loss", "gluon_tb: evaluate_batch's loss is not a number or array; "
                                "validation/epoch_loss is not logged for such batches", logging.WARNING)
@@ -180,9 +207,12 @@ class EpochValues:
             fresh, self._val_seen = snap != self._val_seen, snap
         pairs = scores(ms, use_global=True)
         if self._val_own and self._val_hooked:
-            own: Any = self._val_loss.mean() if self._val_loss.count else float("nan")
+            if self._val_into is not None:
+                own: Any = self._val_into if self._val_into_batches else float("nan")
+            else:
+                own = self._val_loss.mean() if self._val_loss.count else float("nan")
             pairs.insert(0, ("loss", own))
-            self._val_loss = LossSum()
+            self._new_validation()
         if not fresh:  # still shared with the other workers, as NaN, so every call matches
             pairs = [(tag, float("nan")) for tag, _ in pairs]
         return pairs, fresh

@@ -268,11 +268,14 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
         loss, batch = kwargs.get("loss"), kwargs.get("batch")
         losses = loss if isinstance(loss, (list, tuple)) else ([] if loss is None else [loss])
         usable = self._epochs.see_batch(estimator, losses, batch)
-        if self._every.due(k):
-            if losses and usable:
-                # copy=False: the loss arrays are fresh outputs; their sizes, where read already
-                self._out.call(TRAIN_BATCH, SummaryWriter._add_fresh_mean, "batch_loss", losses, k,
-                               self._epochs.loss_sizes)
+        due = self._every.due(k)
+        into = self._epochs.loss_into  # the epoch's loss, added up by the writer thread
+        if losses and usable and (due or into is not None):
+            # copy=False: the loss arrays are fresh outputs; their sizes, where read already.
+            # Not due: only added into the epoch's loss (no event)
+            self._out.call(TRAIN_BATCH, SummaryWriter._add_fresh_mean, "batch_loss" if due else None, losses, k,
+                           self._epochs.loss_sizes, into)
+        if due:
             for tag, v in self._windows.take(estimator.train_metrics, skip_loss=bool(losses) and usable):
                 self._out.call(TRAIN_BATCH, SummaryWriter.add_scalar, f"batch_{tag}", v, k)
         if self._out.muted:  # a worker other than rank 0: only the epoch values are shared

@@ -6,7 +6,7 @@ MXNet's engine: they run on the writer thread, never on the training thread.
 """
 from __future__ import annotations
 
-from typing import Any, List
+from typing import Any, List, Optional
 
 import numpy as np
 
@@ -90,17 +90,23 @@ class Mean:
     several such arrays: a handler's loss sums). ``add_scalar`` and ``add_hparams`` queue a Mean
     as it is, unread.
 
+    ``into``: another Mean (``Mean([], (0.0, 0))``, a running sum) that the sum and count of this
+    one are added to when it is read, once: a handler's epoch loss is the sum of the batch losses
+    the writer thread reads for ``batch_loss`` anyway, read by ``float()`` of that running Mean
+    queued after them. A Mean without values reads as NaN.
+
     Example::
 
         m = Mean([(loss_a, 64, False), (loss_b, 64, False)], (0.0, 0))
         float(m)  # on the writer thread: the mean of the 128 values (waits for MXNet's engine)
     """
 
-    __slots__ = ("parts", "known")
+    __slots__ = ("parts", "known", "into")
 
-    def __init__(self, parts: List[tuple], known: tuple) -> None:
+    def __init__(self, parts: List[tuple], known: tuple, into: Optional["Mean"] = None) -> None:
         self.parts = parts  # [(NDArray, element count, whether it holds the mean already)]
         self.known = known  # (sum, count) of the host values (numbers, numpy arrays) among them
+        self.into = into
 
     def __float__(self) -> float:
         total, count = self.known
@@ -110,4 +116,8 @@ class Mean:
             else:
                 total += float(host_view(arr).sum(dtype=np.float64))
             count += n
-        return total / count
+        into = self.into
+        if into is not None:  # added once, even if read again
+            self.into = None
+            into.known = (into.known[0] + total, into.known[1] + count)
+        return total / count if count else float("nan")

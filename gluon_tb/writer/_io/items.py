@@ -18,9 +18,10 @@ import numpy as np
 if TYPE_CHECKING:
     from .sink import Sink
 
-# (run, tag, value, step, wall): ``run`` None for the writer's own directory; ``value`` a
+# (run, tag, value, step, wall): ``run`` None for the writer's own directory; ``tag`` None: read, not
+# written (a handler's loss added into a running Mean); ``value`` a
 # float, or what the worker reads with ``host_float`` (an NDArray, a one-element array)
-ScalarItem = Tuple[Optional[str], str, Any, int, float]
+ScalarItem = Tuple[Optional[str], Optional[str], Any, int, float]
 
 
 class Summary(NamedTuple):

@@ -52,7 +52,7 @@ _BATCH = 2048  # most items the worker takes per round (then it looks whether to
 #: copying), the worker waits this long first (at most flush_secs / 4), unless woken again
 LAZY_DELAY = 0.1
 DROPPED_TAG = "gluon_tb/dropped_events"
-_prefixes: Dict[str, bytes] = {}  # tag -> constant part of its scalar events
+_prefixes: Dict[Optional[str], bytes] = {}  # tag -> constant part of its scalar events
 
 
 class Owner(Protocol):
@@ -248,8 +248,12 @@ class Worker:
                 except Exception as e:
                     self._fail(e)
                     continue
+                if tag is None:  # only to be read (added into a running Mean): no event
+                    continue
             prefix = prefixes.get(tag)
             if prefix is None:
+                if tag is None:  # a read-only item whose value was a float already
+                    continue
                 if len(prefixes) > 100_000:
                     prefixes.clear()
                 try:
@@ -327,6 +331,8 @@ class Worker:
         for item in list(self._q):
             kind = type(item)
             if kind is tuple:
+                if item[1] is None:  # read, never written (_add_fresh_mean without a tag)
+                    continue
                 key = where(item[0])
             elif kind is Summary:
                 key = where(item.run)

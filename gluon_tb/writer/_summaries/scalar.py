@@ -16,9 +16,12 @@ from .._common.checks import as_float, describe
 _UNREDUCED_MAX = 1 << 16  # add_mean(copy=False) reads arrays up to this size on the worker
 
 
-def mean_of(values: Any, copy: bool = True, sizes: Optional[Sequence[int]] = None) -> Any:
+def mean_of(values: Any, copy: bool = True, sizes: Optional[Sequence[int]] = None,
+            into: Optional[Mean] = None) -> Any:
     """Check ``values`` of ``add_mean``; returns a float or a :class:`Mean`. ``sizes``: each
-    value's count of elements, where the caller knows them (an NDArray's is read otherwise)."""
+    value's count of elements, where the caller knows them (an NDArray's is read otherwise);
+    ``into``: the Mean's sum and count are added to that running Mean when it is read (a
+    Mean is returned then, even of host values alone)."""
     arrays = values if isinstance(values, (list, tuple)) else [values]
     if not arrays:
         raise ValueError("values must be an array or a non-empty list of arrays, got an empty "
@@ -48,9 +51,9 @@ def mean_of(values: Any, copy: bool = True, sizes: Optional[Sequence[int]] = Non
         check_mean_part(arr.dtype, arr.size, a)
         total += float(arr.sum(dtype=np.float64))
         count += arr.size
-    if not parts:
+    if not parts and into is None:
         return total / count
-    return Mean(parts, (total, count))
+    return Mean(parts, (total, count), into)
 
 
 def check_mean_part(dtype: np.dtype, size: int, a: Any) -> None:
