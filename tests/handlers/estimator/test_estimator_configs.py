@@ -548,10 +548,11 @@ class TrainLossByHand(BatchEnd, EpochEnd):
         return False
 
 
-@pytest.mark.parametrize("devices", [1, 2])
-def test_epoch_losses_summed_in_chunks_equal_the_mean_of_every_sample(tmp_path, monkeypatch, devices):
-    """Without a Loss metric the epoch losses are added up a chunk of batches at a time; chunks
-    of 3 over batches of 16, 16, 16, 16, 6 samples (two shapes), on one or two devices."""
+@pytest.mark.parametrize("devices, batch_period", [(1, 1), (2, 1), (1, 3), (2, None)])
+def test_epoch_losses_summed_in_chunks_equal_the_mean_of_every_sample(tmp_path, monkeypatch, devices, batch_period):
+    """Without a Loss metric the writer thread adds up the batch losses it reads (a batch whose
+    batch_loss is not due is read all the same); batches of 16, 16, 16, 16, 6 samples (two
+    shapes), on one or two devices. (LossSum's chunks of 3, where a value is combined over workers.)"""
     from gluon_tb.handlers._estimator import epoch_values as _epoch_values
 
     monkeypatch.setattr(_epoch_values.LossSum, "CHUNK", 3)
@@ -561,8 +562,13 @@ def test_epoch_losses_summed_in_chunks_equal_the_mean_of_every_sample(tmp_path, 
     train_hand, val_hand = TrainLossByHand(), ValLossByHand(loader(38, seed=1))
     est.fit(loader(70), val_data=loader(38, seed=1), epochs=2,
             event_handlers=[train_hand, val_hand,
-                            TensorBoardHandler(d, histogram_period=None, images=False, graph=False)])
+                            TensorBoardHandler(d, histogram_period=None, images=False, graph=False,
+                                               batch_period=batch_period)])
     for run, want in (("train", train_hand.means), ("validation", val_hand.means)):
         got = readback.scalars(d, run, "epoch_loss")
         assert [s for s, _ in got] == [0, 1]
         np.testing.assert_allclose([v for _, v in got], want, rtol=1e-5)
+    if batch_period:
+        assert [s for s, _ in readback.scalars(d, "train_batch", "batch_loss")] == list(range(0, 10, batch_period))
+    else:
+        assert ("train_batch", "batch_loss") not in readback.tags(d)
