@@ -101,17 +101,24 @@ class Mean:
         float(m)  # on the writer thread: the mean of the 128 values (waits for MXNet's engine)
     """
 
-    __slots__ = ("parts", "known", "into")
+    __slots__ = ("parts", "known", "into", "read")
 
     def __init__(self, parts: List[tuple], known: tuple, into: Optional["Mean"] = None) -> None:
         self.parts = parts  # [(NDArray, element count, whether it holds the mean already)]
         self.known = known  # (sum, count) of the host values (numbers, numpy arrays) among them
         self.into = into
+        #: each part's host value (its sum; the mean it holds, when reduced) where the writer read
+        #: several Means' arrays together (``_io/array_reads.py``), else None: read here
+        self.read: Optional[List[Optional[float]]] = None
 
     def __float__(self) -> float:
         total, count = self.known
-        for arr, n, reduced in self.parts:
-            if reduced:
+        read = self.read
+        for i, (arr, n, reduced) in enumerate(self.parts):
+            got = read[i] if read is not None else None
+            if got is not None:
+                total += got * n if reduced else got
+            elif reduced:
                 total += host_float(arr) * n
             else:
                 total += float(host_view(arr).sum(dtype=np.float64))

@@ -37,10 +37,11 @@ import threading
 import time
 from typing import Any, Callable, Deque, Dict, List, Optional, Protocol
 
-from .._common.arrays import host_float
+from .._common.arrays import Mean, host_float
 from .._common.threads import niced_kernels
 from .._format import proto as _proto
 from .._format.chain import Chain
+from .array_reads import prefetch
 from .items import Action, ScalarItem, Summary
 from .output import EventOutput, Output
 from .sink import Sink
@@ -238,11 +239,18 @@ class Worker:
         scalar_event = _proto.scalar_event
         last_run: Any = 0  # no run seen yet (None is the root run)
         out: List[bytes] = []
+        prefetched = False
         for run, tag, value, step, wall in items:
             if run is not last_run:
                 out = pending.setdefault(run, [])
                 last_run = run
             if type(value) is not float:
+                if not prefetched and type(value) is Mean:  # the Means' arrays, in one release of the GIL
+                    prefetched = True
+                    try:
+                        prefetch([v for _r, _t, v, _s, _w in items if type(v) is Mean])
+                    except Exception:  # noqa: BLE001 - each Mean then reads its own, and says what fails
+                        log.debug("gluon_tb: reading the queued arrays together failed", exc_info=True)
                 try:
                     value = host_float(value)  # an NDArray waits on MXNet's engine here
                 except Exception as e:
