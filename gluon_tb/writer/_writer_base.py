@@ -14,14 +14,14 @@ import os
 import threading
 import time
 import weakref
-from typing import Any, Dict, List, Mapping, Optional, Sequence, TypeVar, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, TypeVar, Union
 
 from ._common.checks import (MAX_TAG_LEN, as_float, check_seconds, check_step, check_tag, check_walltime,
                              describe)
 from ._format import proto as _proto
 from ._io import lifecycle as _lifecycle
 from ._io.items import Action, Summary, payload_nbytes
-from ._io.logdir import check_run_name, run_under
+from ._io.logdir import check_run_name, check_run_size, run_under
 from ._io.output import Output, open_output
 from ._io.pipeline import DEFAULT_MAX_QUEUE_BYTES, DEFAULT_WORKER_NICE, Pipeline, WriterClosedError
 from ._io.remote_options import RemoteOptions, remote_options
@@ -74,6 +74,7 @@ class WriterBase:
         self._views: "weakref.WeakValueDictionary[str, WriterBase]" = weakref.WeakValueDictionary()
         # each for_run run's embeddings, kept here: a writer of for_run may be dropped and made again
         self._run_projectors: Dict[str, List[Any]] = {}
+        self._made_runs: Set[str] = set()  # every run for_run made (their own export keys)
         if self._MAKE_LOGDIR_NOW:
             output.make_logdir()
         _lifecycle.register(self, remote=self._p.is_remote)
@@ -116,7 +117,7 @@ class WriterBase:
                 val.add_scalar("loss", 0.35, global_step=1)  # one "loss" chart, two curves
         """
         self._check()
-        run = run_under(self._run, check_run_name(name, "name"))
+        run = check_run_size(run_under(self._run, check_run_name(name, "name")), "name")
         purge_step = check_step(purge_step, "purge_step")
         root = self._parent if self._parent is not None else self
         with root._close_lock:
@@ -131,6 +132,7 @@ class WriterBase:
                     _logdir=f"{root._logdir.rstrip('/')}/{run}" if root._p.is_remote
                     else os.path.join(root._logdir, run))
                 root._views[run] = view
+                root._made_runs.add(run)
         if purge_step is not None:
             view._p.resumed(run)  # before anything of the run is queued (when new)
             view._queue_purge(purge_step)
@@ -221,7 +223,8 @@ class WriterBase:
                 raise ValueError("value must be a number, a (name, value) pair or a {name: value} "
                                  f"dict, got a {type(value).__name__} of {len(value)} elements")
             value = {value[0]: value[1]}
-        runs = [(check_run_name(tag, "tag") + "/" + check_run_name(name, "value name"), self._number(v))
+        runs = [(self._curve_run(check_run_name(tag, "tag") + "/" + check_run_name(name, "value name"),
+                                 "value name"), self._number(v))
                 for name, v in value.items()]  # every name and value checked before any is queued
         for run, v in runs:
             self._put_scalar(run, tag, v, global_step, walltime)
@@ -240,10 +243,17 @@ class WriterBase:
                              f"got {describe(tag_scalar_dict)}")
         wall = _time() if walltime is None else check_walltime(walltime)
         base = main_tag.replace("/", "_")
-        runs = [(check_run_name(base + "_" + check_run_name(name, "tag_scalar_dict key"), "main_tag"),
+        runs = [(self._curve_run(check_run_name(base + "_" + check_run_name(name, "tag_scalar_dict key"),
+                                                "main_tag"), "tag_scalar_dict key"),
                  self._number(v)) for name, v in tag_scalar_dict.items()]  # all checked before any is queued
         for run, v in runs:
             self._put_scalar(run, main_tag, v, global_step, wall)
+
+    def _curve_run(self, run: str, arg: str) -> str:
+        """A named curve's run (its parts checked), checked whole as it will be made: joined, and
+        under this writer's own run."""
+        check_run_size(run_under(self._run, run), arg)
+        return run
 
     @staticmethod
     def _number(value: Any) -> Any:
@@ -308,11 +318,20 @@ class WriterBase:
 
         self.flush()
         paths = self._p.event_paths()
+        root = self._parent if self._parent is not None else self
+        made: Set[Optional[str]] = set(root._made_runs)
         if self._run is not None:  # this writer's run and those under it, named from it
             own, under = self._run, self._run + "/"
-            paths = {None if r == own else r[len(under):]: f for r, f in paths.items()
-                     if r == own or (r is not None and r.startswith(under))}
-        export_scalars(self._logdir, paths, path)
+
+            def relative(r: Optional[str]) -> Optional[str]:
+                return None if r is None or r == own else r[len(under):]
+
+            def mine(r: Optional[str]) -> bool:
+                return r == own or (r is not None and r.startswith(under))
+
+            paths = {relative(r): f for r, f in paths.items() if mine(r)}
+            made = {relative(r) for r in root._made_runs if mine(r)}
+        export_scalars(self._logdir, paths, path, made)
 
     def clear_scalar_dict(self) -> None:
         """Kept for mxboard compatibility: nothing is held in memory to clear."""

@@ -174,6 +174,34 @@ def test_a_bad_run_name_is_refused_by_name_and_the_writer_goes_on(tmp_path, name
     assert readback.scalars(str(tmp_path), "train", "a") == [(0, 1.0), (1, 2.0)]
 
 
+R3 = "/".join(["r" * 250] * 3)  # 752 bytes, each part a file name's most
+
+
+@pytest.mark.parametrize("call, word", [
+    (lambda sw: sw.for_run("a/" * 1200 + "b"), "name makes a run directory of 2401 bytes and 1201 levels"),
+    (lambda sw: sw.for_run("/".join(["x" * 250] * 5)), "name makes a run directory of 1254 bytes and 5 levels"),
+    (lambda sw: sw.for_run("/".join(["x" * 250] * 4)).for_run("y" * 30), "of 1034 bytes and 5 levels"),
+    (lambda sw: sw.for_run("d/" * 40 + "e").for_run("f/" * 30 + "g"), "of 143 bytes and 72 levels"),
+    (lambda sw: sw.add_scalar("/".join(["t" * 200] * 3), {"/".join(["n" * 200] * 3): 1.0}, 0),
+     "value name makes a run directory of 1205 bytes and 6 levels"),
+    (lambda sw: sw.for_run(R3).add_scalar("t" * 150, {"n" * 150: 1.0}, 0), "value name makes a run directory of 1054 bytes"),
+    (lambda sw: sw.for_run(R3 + "/" + "r" * 150).add_scalars("m" * 60, {"k" * 60: 1.0}, 0),
+     "tag_scalar_dict key makes a run directory of 1025 bytes and 5 levels"),
+])
+def test_a_run_too_long_or_deep_for_a_path_is_refused_at_the_call(tmp_path, call, word):
+    """A run name's parts each fit in a file name, but the whole would not fit in a path (or
+    os.makedirs recursed past Python's limit at the first flush): refused by name at the call,
+    and the writer goes on."""
+    with SummaryWriter(tmp_path) as sw:
+        sw.add_scalar("a", 1.0, 0)
+        with pytest.raises(ValueError, match=word):
+            call(sw)
+        sw.add_scalar("a", 2.0, 1)
+        sw.for_run("d/" * 40 + "e").add_scalar("deep", 3.0, 0)  # 41 levels: made
+    assert readback.scalars(str(tmp_path), ".", "a") == [(0, 1.0), (1, 2.0)]
+    assert readback.scalars(str(tmp_path), "d/" * 40 + "e", "deep") == [(0, 3.0)]
+
+
 def test_export_scalars_of_a_run_has_its_own_curves_named_from_it(tmp_path):
     d = str(tmp_path / "logs")
     out = tmp_path / "scalars.json"
@@ -185,6 +213,27 @@ def test_export_scalars_of_a_run_has_its_own_curves_named_from_it(tmp_path):
         train.export_scalars(str(out))
     run = os.path.join(d, "train")
     assert json.loads(out.read_text()) == {f"{run}/loss": [[10.0, 1, 1.0]], f"{run}/acc/top1": [[11.0, 1, 0.5]]}
+
+
+def test_export_keys_of_a_run_whose_name_starts_with_its_tag(tmp_path):
+    """``for_run("acc_val")``'s tag ``acc`` is keyed ``<logdir>/acc_val/acc``: not taken for a curve of
+    ``add_scalars("acc", {"val": ...})`` (``<logdir>/acc_val``), which the root's own ``acc_val`` tag is
+    keyed as too; the same key from the root's export and, relative to it, from the run's."""
+    d = str(tmp_path / "logs")
+    with SummaryWriter(d) as sw:
+        sw.add_scalar("acc_val", 1.0, 0, walltime=10.0)
+        sw.add_scalars("loss", {"val": 2.0}, 0, walltime=11.0)
+        acc_val = sw.for_run("acc_val")
+        acc_val.add_scalar("acc", 3.0, 0, walltime=12.0)
+        acc_val.add_scalar("acc", {"top1": 4.0}, 0, walltime=13.0)  # a named curve of the run
+        sw.export_scalars(str(tmp_path / "root.json"))
+        acc_val.export_scalars(str(tmp_path / "run.json"))
+    root = json.loads((tmp_path / "root.json").read_text())
+    assert root == {f"{d}/acc_val": [[10.0, 0, 1.0]], f"{d}/loss_val": [[11.0, 0, 2.0]],
+                    f"{d}/acc_val/acc": [[12.0, 0, 3.0]], f"{d}/acc_val/acc/top1": [[13.0, 0, 4.0]]}
+    run = os.path.join(d, "acc_val")
+    assert json.loads((tmp_path / "run.json").read_text()) == {f"{run}/acc": [[12.0, 0, 3.0]],
+                                                               f"{run}/acc/top1": [[13.0, 0, 4.0]]}
 
 
 def test_runs_logged_from_several_threads_keep_every_event(tmp_path):

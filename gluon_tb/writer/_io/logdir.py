@@ -26,10 +26,31 @@ def make_logdir(path: str) -> bool:
         return False
 
 
+#: a run's name under its log directory, at most: bytes (UTF-8) and levels. Linux refuses a path
+#: past 4096 bytes (``PATH_MAX``), and ``os.makedirs`` recurses once a level: a name past these
+#: failed only at the first write, as ENAMETOOLONG or a RecursionError of the writer thread.
+#: 1024 bytes leave room for the log directory and the event file's name.
+MAX_RUN_BYTES = 1024
+MAX_RUN_DEPTH = 64
+
+
+def check_run_size(run: str, arg: str) -> str:
+    """``run`` (a relative run name, joined already: a run writer's run under its parent's, a
+    named curve's under its tag) within :data:`MAX_RUN_BYTES` and :data:`MAX_RUN_DEPTH`.
+    Raises ValueError naming ``arg`` otherwise."""
+    n = len(run) if run.isascii() else len(run.encode("utf-8", "surrogatepass"))
+    depth = run.count("/") + 1
+    if n > MAX_RUN_BYTES or depth > MAX_RUN_DEPTH:
+        raise ValueError(f"{arg} makes a run directory of {n} bytes and {depth} levels under the log "
+                         f"directory; at most {MAX_RUN_BYTES} bytes and {MAX_RUN_DEPTH} levels fit in "
+                         f"a path: {describe(run)}")
+    return run
+
+
 def check_run_name(name: Any, arg: str) -> str:
     """A relative run path made of plain components: no '', '.', '..', no leading '/',
-    no backslash or NUL, UTF-8, each component at most 255 bytes (``NAME_MAX``). Raises
-    ValueError naming ``arg`` otherwise."""
+    no backslash or NUL, UTF-8, each component at most 255 bytes (``NAME_MAX``), the whole
+    within :func:`check_run_size`'s bound. Raises ValueError naming ``arg`` otherwise."""
     if not isinstance(name, str):
         raise TypeError(f"{arg} must be a str, got {describe(name)}")
     parts = name.split("/")
@@ -40,7 +61,7 @@ def check_run_name(name: Any, arg: str) -> str:
     check_utf8(name, arg)
     for part in parts:
         check_name_length(part, arg)
-    return name
+    return check_run_size(name, arg)
 
 
 @overload
