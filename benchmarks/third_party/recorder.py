@@ -28,7 +28,7 @@ import math
 import os
 import time
 from collections import defaultdict
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 import mxnet as mx
@@ -99,6 +99,7 @@ class Record:
         self.grads_raw: Dict[int, Dict[str, tuple]] = {}
         self.weights: Dict[int, Dict[str, tuple]] = {}
         self.samples: Dict[int, int] = {}
+        self.loss_sums: Dict[int, Tuple[float, int]] = {}  # step -> (float64 sum, count) of the returned losses
         self.epoch_batches: Dict[int, List[int]] = defaultdict(list)   # epoch -> steps
         self.epoch_seconds: Dict[int, float] = {}
         self.notes: List[str] = []
@@ -116,7 +117,7 @@ class Record:
         r.val = defaultdict(dict, {t: se(d) for t, d in self.val.items()})
         r.val_fresh = defaultdict(dict, {t: se(d) for t, d in self.val_fresh.items()})
         r.lrs, r.grads_applied, r.grads_raw = sb(self.lrs), sb(self.grads_applied), sb(self.grads_raw)
-        r.weights, r.samples = sb(self.weights), sb(self.samples)
+        r.weights, r.samples, r.loss_sums = sb(self.weights), sb(self.samples), sb(self.loss_sums)
         r.epoch_batches = defaultdict(list, {e + eoff: [k + boff for k in ks] for e, ks in self.epoch_batches.items()})
         r.epoch_seconds = se(self.epoch_seconds)
         return r
@@ -165,7 +166,8 @@ def _update(m: Any, label: Any, pred: Any, loss: Any) -> None:
         m.update(label, pred)
 
 
-def _loss_mean(loss: Any) -> Optional[float]:
+def _loss_sum(loss: Any) -> Optional[Tuple[float, int]]:
+    """(float64 sum, count) of every returned loss value, or None."""
     ls = loss if isinstance(loss, (list, tuple)) else [loss]
     vals = []
     for l in ls:
@@ -180,7 +182,7 @@ def _loss_mean(loss: Any) -> Optional[float]:
     if not vals:
         return None
     v = np.concatenate(vals)
-    return float(v.mean()) if v.size else None
+    return float(v.sum()), int(v.size)
 
 
 def _param_stats(params: Any, attr: str) -> Dict[str, tuple]:
@@ -259,9 +261,10 @@ class EstimatorRecorder(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd, 
     def batch_end(self, estimator, *args, **kwargs):
         k, rec = self.step, self.rec
         pred, label, loss, batch = kwargs.get("pred"), kwargs.get("label"), kwargs.get("loss"), kwargs.get("batch")
-        lm = _loss_mean(loss)
-        if lm is not None:
-            rec.batch["batch_loss"][k] = lm
+        ls = _loss_sum(loss)
+        if ls is not None and ls[1]:
+            rec.batch["batch_loss"][k] = ls[0] / ls[1]
+            rec.loss_sums[k] = ls
         for t, em in zip(self._templates, self._ep_metrics):
             fresh = copy.deepcopy(t)
             fresh.reset()
@@ -500,10 +503,17 @@ def compare(case: str, logdir: str, rec: Record, *, expect_val: bool = True, sam
         if rec.epoch_est.get(tag) and any(not _close(rec.epoch_est[tag][e], want[e]) for e in want if e in rec.epoch_est[tag]):
             rep.add("INFO", f"train/{tag}", f"the estimator's own get_global differs from the recomputed value: "
                     f"{rec.epoch_est[tag]} vs {want}")
+    checked = set()
     if "epoch_loss" not in rec.epoch and "batch_loss" in rec.batch and "epoch_loss" in tr["scalars"]:
+        checked.add("epoch_loss")
         # no loss metric: documented as the mean of every returned loss value of the epoch
-        rep.add("INFO", "train/epoch_loss", "no loss metric: the mean of the epoch's batch_loss, weighted by "
-                "elements, is checked through batch_loss only")
+        want_loss = {}
+        for e, ks in rec.epoch_batches.items():
+            got = [rec.loss_sums[k] for k in ks if k in rec.loss_sums]
+            if got and sum(n for _, n in got):
+                want_loss[e] = sum(t for t, _ in got) / sum(n for _, n in got)
+        rep.scalars("train/epoch_loss", tr["scalars"]["epoch_loss"], want_loss,
+                    "no loss metric: the mean of every loss value the batches returned in the epoch (float64)")
     want_lr = {e: rec.epoch_first_lr(e) for e in rec.epoch_batches if rec.epoch_first_lr(e) is not None}
     if want_lr:
         rep.scalars("train/epoch_learning_rate", tr["scalars"].get("epoch_learning_rate", []), want_lr,
@@ -528,7 +538,7 @@ def compare(case: str, logdir: str, rec: Record, *, expect_val: bool = True, sam
                  f"{samples_tol:.0%}] {len(sps)} epochs; samples/epoch "
                  f"{[sum(rec.samples[k] for k in rec.epoch_batches[e]) for e in sorted(rec.epoch_batches)]}"))
     for tag in sorted(tr["scalars"]):
-        if tag not in rec.epoch and tag not in ("epoch_learning_rate", "epoch_samples_per_second"):
+        if tag not in rec.epoch and tag not in checked and tag not in ("epoch_learning_rate", "epoch_samples_per_second"):
             rep.add("INFO", f"train/{tag}", f"not recorded (timing or not computed by the training); ours "
                     f"{[(s, round(v, 5)) for s, v in tr['scalars'][tag][:4]]}")
     # validation
