@@ -127,8 +127,8 @@ def main() -> None:
     for variant in args.get("variants", ",".join(VARIANTS)).split(","):
         if variant not in VARIANTS:
             raise SystemExit(f"variants: each one of {sorted(VARIANTS)}, got {variant!r}")
-        out = subprocess.run([sys.executable, os.path.abspath(__file__), f"child={variant}", f"rounds={rounds}"] + extra,
-                             capture_output=True, text=True, check=True).stdout
+        cmd = [sys.executable, os.path.abspath(__file__), f"child={variant}", f"rounds={rounds}"] + extra
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
         r = json.loads(out.split("RESULT ", 1)[1])
         split = ", ".join(f"{k} {v:+.2f}" for k, v in sorted(r["threads_extra_ms"].items(), key=lambda kv: -kv[1]))
         print(f"{variant:9s} extra per batch: CPU {r['cpu_extra_ms']:+.2f} ms, wall {r['wall_extra_ms']:+.2f} ms "

@@ -538,7 +538,8 @@ def compare(case: str, logdir: str, rec: Record, *, expect_val: bool = True, sam
                  f"{samples_tol:.0%}] {len(sps)} epochs; samples/epoch "
                  f"{[sum(rec.samples[k] for k in rec.epoch_batches[e]) for e in sorted(rec.epoch_batches)]}"))
     for tag in sorted(tr["scalars"]):
-        if tag not in rec.epoch and tag not in checked and tag not in ("epoch_learning_rate", "epoch_samples_per_second"):
+        if tag not in rec.epoch and tag not in checked and \
+                tag not in ("epoch_learning_rate", "epoch_samples_per_second"):
             rep.add("INFO", f"train/{tag}", f"not recorded (timing or not computed by the training); ours "
                     f"{[(s, round(v, 5)) for s, v in tr['scalars'][tag][:4]]}")
     # validation

@@ -184,7 +184,8 @@ R3 = "/".join(["r" * 250] * 3)  # 752 bytes, each part a file name's most
     (lambda sw: sw.for_run("d/" * 40 + "e").for_run("f/" * 30 + "g"), "of 143 bytes and 72 levels"),
     (lambda sw: sw.add_scalar("/".join(["t" * 200] * 3), {"/".join(["n" * 200] * 3): 1.0}, 0),
      "value name makes a run directory of 1205 bytes and 6 levels"),
-    (lambda sw: sw.for_run(R3).add_scalar("t" * 150, {"n" * 150: 1.0}, 0), "value name makes a run directory of 1054 bytes"),
+    (lambda sw: sw.for_run(R3).add_scalar("t" * 150, {"n" * 150: 1.0}, 0),
+     "value name makes a run directory of 1054 bytes"),
     (lambda sw: sw.for_run(R3 + "/" + "r" * 150).add_scalars("m" * 60, {"k" * 60: 1.0}, 0),
      "tag_scalar_dict key makes a run directory of 1025 bytes and 5 levels"),
 ])

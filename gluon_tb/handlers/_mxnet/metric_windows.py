@@ -181,9 +181,11 @@ class BatchMetrics:
         ms_list = list(ms)
         entries: Optional[List[Tuple[Optional[str], _Window]]] = None
         ws = [self._windows.get(id(m)) for m in ms_list]
-        if ms_list and len({id(m) for m in ms_list}) == len(ms_list) and all(w is not None and w.metric is m and _plain_get(m) and type(m.name) is str
-                           and not isinstance(getattr(m, "metrics", None), list) for w, m in zip(ws, ms_list)):
-            tag_of_metric = {id(m): tag for tag, m in name_pairs(ms_list, lambda m: [(m.name, m)], skip_loss=skip_loss)}
+        plain = all(w is not None and w.metric is m and _plain_get(m) and type(m.name) is str
+                    and not isinstance(getattr(m, "metrics", None), list) for w, m in zip(ws, ms_list))
+        if ms_list and plain and len({id(m) for m in ms_list}) == len(ms_list):  # each once
+            named = name_pairs(ms_list, lambda m: [(m.name, m)], skip_loss=skip_loss)  # [(tag, metric)]
+            tag_of_metric = {id(m): tag for tag, m in named}
             entries = [(tag_of_metric.get(id(m)), w) for m, w in zip(ms_list, ws) if w is not None]
         return ms, skip_loss, ms_list, entries
 

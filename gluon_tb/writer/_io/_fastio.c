@@ -312,6 +312,7 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastio",
-                                    "C kernels of gluon_tb's whole-file writes and of reading NDArrays in one release of the GIL.", -1, methods};
+                                    "C kernels of gluon_tb's whole-file writes and NDArray reads, each in one "
+                                    "release of the GIL.", -1, methods};
 
 PyMODINIT_FUNC PyInit__fastio(void) { return PyModule_Create(&module); }
