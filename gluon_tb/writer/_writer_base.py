@@ -16,6 +16,7 @@ import time
 import weakref
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, TypeVar, Union
 
+from ._common.arrays import Mean
 from ._common.checks import (MAX_TAG_LEN, as_float, check_seconds, check_step, check_tag, check_walltime,
                              describe)
 from ._format import proto as _proto
@@ -26,7 +27,6 @@ from ._io.output import Output, open_output
 from ._io.pipeline import DEFAULT_MAX_QUEUE_BYTES, DEFAULT_WORKER_NICE, Pipeline, WriterClosedError
 from ._io.remote_options import RemoteOptions, remote_options
 from ._summaries.copy_buffers import POOL_BYTES, BufferPool
-from ._common.arrays import Mean
 from ._summaries.scalar import mean_of, scalar_value
 from ._writer_args import check_writer_args
 
