@@ -22,7 +22,7 @@ Example::
 from __future__ import annotations
 
 import ctypes
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -41,28 +41,38 @@ MAX_VALUES = 1 << 12
 #: scratch bytes a call, at most (8 a value: no MXNet dtype is wider)
 MAX_BYTES = 1 << 20
 
-# MXNet's dtype codes that numpy reads as they are (bfloat16, 12, is not one)
-_NUMPY_OF_CODE: Dict[int, np.dtype] = {0: np.dtype(np.float32), 1: np.dtype(np.float64), 2: np.dtype(np.float16),
-                  3: np.dtype(np.uint8), 4: np.dtype(np.int32), 5: np.dtype(np.int8),
-                  6: np.dtype(np.int64), 7: np.dtype(np.bool_), 8: np.dtype(np.int16),
-                  9: np.dtype(np.uint16), 10: np.dtype(np.uint32), 11: np.dtype(np.uint64)}
-_mxnet: Optional[Tuple[Tuple[type, ...], int, int]] = None  # (dense NDArray types, get_dtype, sync_copy)
+
+class _Calls(NamedTuple):
+    """What reading needs of MXNet, looked up once: its dense NDArray types, the addresses of
+    ``MXNDArrayGetDType`` and ``MXNDArraySyncCopyToCPU``, and numpy's dtype of each MXNet dtype code
+    (MXNet's own table; bfloat16, a structured dtype there, is left out)."""
+
+    types: Tuple[type, ...]
+    get_dtype: int
+    sync_copy: int
+    dtypes: Dict[int, np.dtype]
 
 
-def _mxnet_calls() -> Tuple[Tuple[type, ...], int, int]:
-    global _mxnet
-    if _mxnet is None:
+_calls: Optional[_Calls] = None
+
+
+def _mxnet_calls() -> _Calls:
+    global _calls
+    if _calls is None:
         import mxnet as mx  # imported already: there are NDArrays
         from mxnet.base import _LIB
+        from mxnet.ndarray.ndarray import _DTYPE_MX_TO_NP
 
         types: Tuple[type, ...] = (mx.nd.NDArray,)
         np_type = getattr(getattr(mx, "np", None), "ndarray", None)
         if isinstance(np_type, type):
             types += (np_type,)
-        addr = [ctypes.cast(getattr(_LIB, f), ctypes.c_void_p).value for f in ("MXNDArrayGetDType",
-                                                                                  "MXNDArraySyncCopyToCPU")]
-        _mxnet = (types, int(addr[0] or 0), int(addr[1] or 0))
-    return _mxnet
+        addr = [ctypes.cast(getattr(_LIB, f), ctypes.c_void_p).value or 0
+                for f in ("MXNDArrayGetDType", "MXNDArraySyncCopyToCPU")]
+        dtypes = {code: np.dtype(t) for code, t in _DTYPE_MX_TO_NP.items()
+                  if t is not None and np.dtype(t).names is None}
+        _calls = _Calls(types, int(addr[0]), int(addr[1]), dtypes)
+    return _calls
 
 
 def prefetch(means: List[Mean]) -> None:
@@ -70,52 +80,43 @@ def prefetch(means: List[Mean]) -> None:
     each Mean's ``read`` then holds its parts' host values (``None`` where a part is left to it)."""
     if _read_arrays is None:
         return
-    wanted: List[Tuple[Mean, int, Any, int]] = []  # (mean, part index, array, values to copy)
+    calls = None
+    wanted: List[Tuple[Mean, int, Any, int]] = []  # (mean, part index, dense array, values to copy)
     for m in means:
         if m.read is not None:
             continue
         for i, (arr, n, reduced) in enumerate(m.parts):
             size = 1 if reduced else n
             if 0 < size <= MAX_VALUES and type(arr).__module__.startswith("mxnet."):
-                wanted.append((m, i, arr, size))
-    if not wanted:
-        return
-    types, get_dtype, sync_copy = _mxnet_calls()
-    if not get_dtype or not sync_copy:
+                calls = calls or _mxnet_calls()
+                if type(arr) in calls.types:  # dense (sparse types are subclasses: left to the Mean)
+                    wanted.append((m, i, arr, size))
+    if calls is None or not wanted or not calls.get_dtype or not calls.sync_copy:
         return
     start = 0
-    while start < len(wanted):
-        parts: List[Tuple[int, int, int]] = []
-        chunk = []
-        offset = 0
-        for entry in wanted[start:]:
-            m, i, arr, size = entry
-            if parts and offset + 8 * size > MAX_BYTES:
-                break
-            chunk.append(entry)
-            if type(arr) in types:  # dense (sparse types are subclasses: left to Mean)
-                parts.append((arr.handle.value, size, offset))
-                offset += 8 * size
-            else:
-                parts.append((0, 0, 0))  # a placeholder: not read
-        start += len(chunk)
-        _read_chunk(chunk, parts, offset)
+    while start < len(wanted):  # chunks of at most MAX_BYTES of scratch (one part at least)
+        end, nbytes = start + 1, 8 * wanted[start][3]
+        while end < len(wanted) and nbytes + 8 * wanted[end][3] <= MAX_BYTES:
+            nbytes += 8 * wanted[end][3]
+            end += 1
+        _read_chunk(wanted[start:end], nbytes, calls)
+        start = end
 
 
-def _read_chunk(chunk: List[Tuple[Mean, int, Any, int]], parts: List[Tuple[int, int, int]], nbytes: int) -> None:
-    _types, get_dtype, sync_copy = _mxnet_calls()
-    real = [p for p in parts if p[0]]
-    if not real:
-        return
-    buf = np.empty(max(nbytes, 8), np.uint8)
-    codes = iter(_read_arrays(real, buf, get_dtype, sync_copy))
-    for (m, i, _arr, size), (handle, _size, offset) in zip(chunk, parts):
-        if not handle:
-            continue
-        dtype = _NUMPY_OF_CODE.get(next(codes))  # -1 (refused) and unknown codes: None
+def _read_chunk(chunk: List[Tuple[Mean, int, Any, int]], nbytes: int, calls: _Calls) -> None:
+    buf = np.empty(nbytes, np.uint8)
+    offsets = []
+    offset = 0
+    for _m, _i, _arr, size in chunk:
+        offsets.append(offset)
+        offset += 8 * size
+    codes = _read_arrays([(arr.handle.value, size, at) for (_m, _i, arr, size), at in zip(chunk, offsets)],
+                         buf, calls.get_dtype, calls.sync_copy)
+    for (m, i, _arr, size), at, code in zip(chunk, offsets, codes):
+        dtype = calls.dtypes.get(code)  # -1 (refused) and codes numpy cannot read: None
         if dtype is None:
             continue
-        view = np.frombuffer(buf, dtype, size, offset)
+        view = np.frombuffer(buf, dtype, size, at)
         got = m.read
         if got is None:
             got = m.read = [None] * len(m.parts)
