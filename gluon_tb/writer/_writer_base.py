@@ -14,7 +14,7 @@ import os
 import threading
 import time
 import weakref
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, TypeVar, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, TypeVar, Union
 
 from ._common.arrays import Mean
 from ._common.checks import (MAX_TAG_LEN, as_float, check_seconds, check_step, check_tag, check_walltime,
@@ -75,6 +75,7 @@ class WriterBase:
         # each for_run run's embeddings, kept here: a writer of for_run may be dropped and made again
         self._run_projectors: Dict[str, List[Any]] = {}
         self._made_runs: Set[str] = set()  # every run for_run made (their own export keys)
+        self._before_exit: Optional[Callable[[], None]] = None  # see _on_exit
         if self._MAKE_LOGDIR_NOW:
             output.make_logdir()
         _lifecycle.register(self, remote=self._p.is_remote)
@@ -295,15 +296,38 @@ class WriterBase:
             raise TypeError(f"copy must be a bool, got {describe(copy)}")
         self._put_scalar(None, tag, mean_of(values, copy), global_step, walltime)
 
-    def _add_fresh_mean(self, tag: Optional[str], values: Sequence[Any], global_step: Optional[int],
-                        sizes: Optional[Sequence[int]] = None, into: Optional[Mean] = None) -> None:
-        """``add_mean(tag, values, global_step, copy=False)`` for the handlers, which may know each
-        value's count of elements already (``sizes``; reading an NDArray's is a call into MXNet).
-        ``into``: a running :class:`Mean` the values are added to when the writer thread reads them
-        (a handler's epoch loss); ``tag`` None: only that, no event."""
+    def _add_values(self, items: Sequence[Tuple[Optional[str], Any, int, float, Optional[Mean]]]) -> None:
+        """Queue, in order, values a handler kept for a while on its own thread: each item
+        ``(tag, value, step, wall, into)`` is ``add_scalar(tag, value, step, wall)`` when
+        ``value`` is a number, and ``add_mean(tag, value, step, wall, copy=False)`` when it is a
+        list of fresh loss arrays (their sizes read here), added into the running Mean ``into``
+        when the writer thread reads them (a handler's epoch loss; ``tag`` None: only that, no
+        event). One call for a block of batches: a call from the training thread at every batch
+        cost it far more than the queueing itself. Every item that can be queued is; the first
+        error met is raised after them."""
         self._check()
-        self._put_scalar(None, None if tag is None else check_tag(tag), mean_of(values, False, sizes, into),
-                         global_step, None)
+        first: Optional[Exception] = None
+        tags: Dict[str, str] = {}
+        put, run = self._p.put_scalar, self._run
+        for tag, value, step, wall, into in items:
+            try:
+                if tag is not None:
+                    checked = tags.get(tag)
+                    if checked is None:
+                        checked = tags[tag] = check_tag(tag)
+                    tag = checked
+                if type(value) is list:
+                    value = mean_of(value, False, into)
+                elif tag is None:
+                    raise ValueError("tag must be a string for a number, got None")
+                else:
+                    value = self._number(value)
+                put((run, tag, value, self._step(step), check_walltime(wall)))
+            except Exception as e:  # noqa: BLE001 - the rest are queued all the same
+                if first is None:
+                    first = e
+        if first is not None:
+            raise first
 
     # ------------------------------------------------------------ mxboard extras
     def export_scalars(self, path: str) -> None:
@@ -420,11 +444,27 @@ class WriterBase:
             for view in list(self._views.values()):  # they share the new queue
                 view._p, view._closed = self._p, False
 
+    def _on_exit(self, fn: Optional[Callable[[], None]]) -> None:
+        """``fn()`` runs first when this writer is closed at interpreter exit, on SIGTERM or when
+        collected unclosed (and before a remote directory's flush at the main thread's end): a
+        handler's values kept on its thread for a moment are queued then (``None``: nothing)."""
+        self._before_exit = fn
+
+    def _run_before_exit(self) -> None:
+        fn, self._before_exit = self._before_exit, None
+        if fn is not None:
+            try:
+                fn()
+            except Exception:  # noqa: BLE001 - what it queued before failing is written all the same
+                _log.exception("gluon_tb: could not queue a handler's last values at exit")
+
     def _close_at_exit(self) -> None:
         # no _close_lock: a SIGTERM handler may run on a thread inside close(); the
         # pipeline's close() is safe twice (the second waits for the first)
         if self._parent is not None:
             return  # the writer it came from closes the queue they share
+        if not self._closed:
+            self._run_before_exit()
         self._closed = True
         p = self._p
         if p.abandoned:  # close() gave up on it already and said what was lost
@@ -444,6 +484,7 @@ class WriterBase:
         # thread pools still take work; atexit closes the writer later (_io/lifecycle.py)
         p = self._p
         if p.is_remote and p.running and not p.abandoned:
+            self._run_before_exit()
             p.flush(timeout=p.close_timeout)
             if p.error is not None:
                 _log.warning("gluon_tb: could not write %s at exit: %s", p.logdir, p.error)

@@ -97,7 +97,7 @@ def test_the_writer_reads_a_drains_means_together(tmp_path, monkeypatch):
     with SummaryWriter(str(tmp_path), flush_secs=60) as w:
         w.add_scalar("x", 1.0, 0)
         for k, parts in enumerate(losses):
-            w._add_fresh_mean("batch_loss", parts, k)
+            w._add_values([("batch_loss", parts, k, 1.0 + k, None)])
     got = readback.scalars(str(tmp_path), ".", "batch_loss")
     want = [float(np.float32(np.concatenate([p.asnumpy() for p in parts]).astype(np.float64).mean()))
             for parts in losses]

@@ -70,17 +70,34 @@ def test_add_mean_averages_every_element_of_every_array_at_the_call(tmp_path):
     assert [v for _, v in got][4:] == [0.5, 3.0, 1.0]
 
 
-def test_fresh_means_with_known_sizes_read_no_size(tmp_path, monkeypatch):
-    """The handlers' batch_loss: sizes they have read already are not read again (a call into
-    MXNet each); the mean is add_mean's, with and without them."""
+def test_values_kept_by_a_handler_are_queued_in_order_at_their_wall_times(tmp_path):
+    """A handler's block of batches (``_add_values``): numbers as ``add_scalar``, lists of fresh
+    loss arrays as ``add_mean(copy=False)``, each at the wall time and step it was kept with, in
+    the order given."""
     mx = pytest.importorskip("mxnet")
     losses = [mx.nd.array([1.0, 2.0, 3.0]), mx.nd.array([10.0])]
     with SummaryWriter(str(tmp_path)) as w:
-        w._add_fresh_mean("m", losses, 0)  # sizes read here
-        monkeypatch.setattr(mx.nd.NDArray, "size", property(lambda self: pytest.fail("size read")))
-        w._add_fresh_mean("m", losses, 1, [3, 1])
-        w._add_fresh_mean("m", [np.array([4.0, 6.0]), losses[1]], 2, [2, 1])  # numpy parts: their own size
-    assert readback.scalars(str(tmp_path), ".", "m") == [(0, 4.0), (1, 4.0), (2, float(np.float32(20.0 / 3)))]
+        w._add_values([("batch_loss", list(losses), 0, 100.0, None),
+                       ("batch_acc", 0.25, 0, 100.5, None),
+                       ("batch_loss", [np.array([4.0, 6.0]), losses[1]], 1, 101.0, None),
+                       ("batch_acc", np.float32(0.75), 1, 101.5, None)])
+    events = [e for f in readback.event_files(str(tmp_path)) for e in readback.raw_events(f) if e.summary.value]
+    assert [(e.summary.value[0].tag, e.step, e.wall_time) for e in events] == [
+        ("batch_loss", 0, 100.0), ("batch_acc", 0, 100.5), ("batch_loss", 1, 101.0), ("batch_acc", 1, 101.5)]
+    assert readback.scalars(str(tmp_path), ".", "batch_loss") == [(0, 4.0), (1, float(np.float32(20.0 / 3)))]
+    assert readback.scalars(str(tmp_path), ".", "batch_acc") == [(0, 0.25), (1, 0.75)]
+
+
+def test_a_bad_value_in_a_block_is_raised_after_the_others_are_queued(tmp_path):
+    """One bad item does not lose the block: the others are written, the first error is raised,
+    naming what was wrong, and the writer goes on working."""
+    with SummaryWriter(str(tmp_path)) as w:
+        with pytest.raises(ValueError, match="tag"):
+            w._add_values([("a", 1.0, 0, 10.0, None), ("", 2.0, 0, 10.0, None), ("a", 3.0, 1, 11.0, None),
+                           ("a", "x", 2, 12.0, None), ("a", 5.0, 3, 13.0, None), (None, 6.0, 4, 14.0, None),
+                           ("a", 7.0, -1, 15.0, None), ("a", 8.0, 5, "late", None)])
+        w._add_values([("a", 9.0, 6, 16.0, None)])
+    assert readback.scalars(str(tmp_path), ".", "a") == [(0, 1.0), (1, 3.0), (3, 5.0), (6, 9.0)]
 
 
 def test_fresh_means_added_into_a_running_mean_in_queue_order(tmp_path):
@@ -93,9 +110,9 @@ def test_fresh_means_added_into_a_running_mean_in_queue_order(tmp_path):
     mx = pytest.importorskip("mxnet")
     epoch = Mean([], (0.0, 0))
     with SummaryWriter(str(tmp_path)) as w:
-        w._add_fresh_mean("batch_loss", [mx.nd.array([1.0, 2.0]), mx.nd.array([3.0])], 0, None, epoch)
-        w._add_fresh_mean(None, [mx.nd.array([10.0, 20.0, 30.0])], 1, [3], epoch)  # not logged, added
-        w._add_fresh_mean(None, [np.array([5.0])], 2, None, epoch)  # host values alone: added too
+        w._add_values([("batch_loss", [mx.nd.array([1.0, 2.0]), mx.nd.array([3.0])], 0, 1.0, epoch),
+                       (None, [mx.nd.array([10.0, 20.0, 30.0])], 1, 2.0, epoch),  # not logged, added
+                       (None, [np.array([5.0])], 2, 3.0, epoch)])  # host values alone: added too
         w.add_scalar("epoch_loss", epoch, 0)
         w.add_scalar("empty", Mean([], (0.0, 0)), 0)
         w.flush()

@@ -53,7 +53,6 @@ class EpochValues:
         self.worker = Worker()
         self._mean = WorkerMean(self.worker)
         self.final: Dict[str, float] = {}  # "hparams/<run>/epoch_<tag>" -> the last value
-        self.loss_sizes: Optional[List[int]] = None  # the last batch's losses' sizes, where read
         self._val_batches = 0
         self._val_seen: Any = None
         self._val_hooked = False
@@ -115,9 +114,7 @@ class EpochValues:
         self._t0 = time.perf_counter()
 
     def see_batch(self, estimator: Any, losses: Sequence[Any], batch: Any) -> bool:
-        """After the batch's update; returns whether its losses can be averaged (``batch_loss``).
-        ``loss_sizes`` then holds each loss's count of elements where they were read, else None."""
-        self.loss_sizes = None
+        """After the batch's update; returns whether its losses can be averaged (``batch_loss``)."""
         if not self._batches and self._lr is None:  # no update seen (the trainer could not be hooked)
             self._lr = _learning_rate(estimator)
         self._batches += 1
@@ -136,7 +133,8 @@ class EpochValues:
                                "are not logged for such batches", logging.WARNING)
             return False
         if self._own_loss is not None:
-            self.loss_sizes = [self._own_loss.add(l, kind) for l, kind in zip(losses, kinds)]
+            for l, kind in zip(losses, kinds):
+                self._own_loss.add(l, kind)
         elif self.loss_into is not None and losses:  # the handler queues them into loss_into
             self._into_batches += 1
         return True
@@ -192,7 +190,7 @@ class EpochValues:
                     self._val_loss.add(l, kind)
             elif losses:  # read and added up by the writer thread
                 self._val_into_batches += 1
-                self._out.call(VALIDATION, SummaryWriter._add_fresh_mean, None, losses, 0, None, self._val_into)
+                self._out.later(VALIDATION, None, list(losses), 0, self._val_into)
         else:
             self._out.say_once("val-loss", "gluon_tb: evaluate_batch's loss is not a number or array; "
                                "validation/epoch_loss is not logged for such batches", logging.WARNING)

@@ -271,13 +271,12 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
         due = self._every.due(k)
         into = self._epochs.loss_into  # the epoch's loss, added up by the writer thread
         if losses and usable and (due or into is not None):
-            # copy=False: the loss arrays are fresh outputs; their sizes, where read already.
-            # Not due: only added into the epoch's loss (no event)
-            self._out.call(TRAIN_BATCH, SummaryWriter._add_fresh_mean, "batch_loss" if due else None, losses, k,
-                           self._epochs.loss_sizes, into)
+            # the loss arrays are fresh outputs, read by the writer thread as they are. Not due:
+            # only added into the epoch's loss (no event). Queued a block of batches at a time
+            self._out.later(TRAIN_BATCH, "batch_loss" if due else None, list(losses), k, into)
         if due:
             for tag, v in self._windows.take(estimator.train_metrics, skip_loss=bool(losses) and usable):
-                self._out.call(TRAIN_BATCH, SummaryWriter.add_scalar, f"batch_{tag}", v, k)
+                self._out.later(TRAIN_BATCH, f"batch_{tag}", v, k)
         if self._out.muted:  # a worker other than rank 0: only the epoch values are shared
             self._step += 1
             self._in_epoch += 1

@@ -339,7 +339,7 @@ class Worker:
         for item in list(self._q):
             kind = type(item)
             if kind is tuple:
-                if item[1] is None:  # read, never written (_add_fresh_mean without a tag)
+                if item[1] is None:  # read, never written (_add_values without a tag)
                     continue
                 key = where(item[0])
             elif kind is Summary:

@@ -6,7 +6,7 @@ or a :class:`Mean`), never a host read on the caller's thread.
 """
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence
+from typing import Any, List, Optional
 
 import numpy as np
 
@@ -16,22 +16,20 @@ from .._common.checks import as_float, describe
 _UNREDUCED_MAX = 1 << 16  # add_mean(copy=False) reads arrays up to this size on the worker
 
 
-def mean_of(values: Any, copy: bool = True, sizes: Optional[Sequence[int]] = None,
-            into: Optional[Mean] = None) -> Any:
-    """Check ``values`` of ``add_mean``; returns a float or a :class:`Mean`. ``sizes``: each
-    value's count of elements, where the caller knows them (an NDArray's is read otherwise);
-    ``into``: the Mean's sum and count are added to that running Mean when it is read (a
-    Mean is returned then, even of host values alone)."""
+def mean_of(values: Any, copy: bool = True, into: Optional[Mean] = None) -> Any:
+    """Check ``values`` of ``add_mean``; returns a float or a :class:`Mean`. ``into``: the
+    Mean's sum and count are added to that running Mean when it is read (a Mean is returned
+    then, even of host values alone)."""
     arrays = values if isinstance(values, (list, tuple)) else [values]
     if not arrays:
         raise ValueError("values must be an array or a non-empty list of arrays, got an empty "
                          f"{type(values).__name__}")
     parts: List[tuple] = []
     total, count = 0.0, 0
-    for i, a in enumerate(arrays):
+    for a in arrays:
         if is_ndarray(a):
             # every NDArray dtype is numeric: only the size needs a look (a call into MXNet)
-            n = a.size if sizes is None else sizes[i]
+            n = a.size
             if n == 0:
                 check_mean_part(np.dtype(a.dtype), n, a)
             if not copy and n <= _UNREDUCED_MAX:
