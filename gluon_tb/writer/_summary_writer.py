@@ -224,15 +224,18 @@ class SummaryWriter(WriterBase):
         ``{name: shape}`` dict) lets every node show its output shape; without
         it only the parameters' shapes are known.
         """
-        from ._summaries.graph import build_graph, capture_graph
+        from ._summaries.graph import build_graph, built_before, capture_graph, keep_built
 
         self._check()
         payload = capture_graph(net, input_shapes=input_shapes)
         wall = _time()
 
         def write(sink: Any) -> None:
-            graph_def = run_builder(build_graph, payload, size=len(payload.symbol_json),
-                                    child_from=GRAPH_CHILD_BYTES)
+            graph_def = built_before(payload)  # the same net's graph, logged by another writer
+            if graph_def is None:
+                graph_def = run_builder(build_graph, payload, size=len(payload.symbol_json),
+                                        child_from=GRAPH_CHILD_BYTES)
+                keep_built(payload, graph_def)
             sink.write_event(_proto.event(wall, 0, graph_def=graph_def))
 
         self._put_action(write, 0)

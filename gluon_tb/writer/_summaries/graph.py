@@ -26,6 +26,9 @@ op ``Variable``; the ``k``-th output (``k > 0``) of a node is ``name:k``.
 from __future__ import annotations
 
 import json
+import os
+import threading
+import weakref
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple, cast
 
@@ -33,7 +36,7 @@ from .._format import proto as _proto
 from .._common.checks import describe, is_int
 from .graph_scopes import scoped_names
 
-__all__ = ["GraphPayload", "capture_graph", "build_graph"]
+__all__ = ["GraphPayload", "capture_graph", "build_graph", "built_before", "keep_built"]
 
 Shape = Tuple[int, ...]
 
@@ -58,6 +61,65 @@ class GraphPayload:
     shapes: Mapping[str, Tuple[Shape, ...]]
 
 
+class _Captured:
+    """A net's captured graph, for the next writer that logs the same net: its symbol (held, so
+    that its id stays its own), the payload, and the encoded ``GraphDef`` once built."""
+
+    __slots__ = ("net", "sym", "payload", "built")
+
+    def __init__(self, net: Any, sym: Any, payload: GraphPayload) -> None:
+        self.net, self.sym, self.payload = weakref.ref(net), sym, payload
+        self.built: Optional[bytes] = None
+
+
+#: the last few nets' graphs (a fit with a new handler on the same net logs the same graph: one
+#: capture, ~0.3 ms of MXNet calls on the training thread, and one encoding on the writer's).
+#: Memory: the symbols, payloads and GraphDefs of at most _KEEP nets (a ResNet-50's: ~2 MB)
+_CAPTURED: List[_Captured] = []
+_KEEP = 4
+_captured_lock = threading.Lock()
+
+
+def _forget_lock() -> None:  # a forked child: another thread of the parent may have held it
+    global _captured_lock
+    _captured_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_lock)
+
+
+def _captured(net: Any, sym: Any) -> Optional[GraphPayload]:
+    with _captured_lock:
+        for c in _CAPTURED:
+            if c.sym is sym and c.net() is net:
+                return c.payload
+    return None
+
+
+def _keep(net: Any, sym: Any, payload: GraphPayload) -> None:
+    with _captured_lock:
+        _CAPTURED[:] = [c for c in _CAPTURED if c.net() is not None and c.net() is not net][-(_KEEP - 1):]
+        _CAPTURED.append(_Captured(net, sym, payload))
+
+
+def built_before(payload: GraphPayload) -> Optional[bytes]:
+    """The ``GraphDef`` of ``payload`` if :func:`build_graph` made it for an earlier writer."""
+    with _captured_lock:
+        for c in _CAPTURED:
+            if c.payload is payload:
+                return c.built
+    return None
+
+
+def keep_built(payload: GraphPayload, graph_def: bytes) -> None:
+    """Keep ``build_graph(payload)`` for the next writer of the same net's graph."""
+    with _captured_lock:
+        for c in _CAPTURED:
+            if c.payload is payload:
+                c.built = graph_def
+
+
 # ---------------------------------------------------------------- caller thread
 def capture_graph(net: Any, *, input_shapes: Any = None) -> GraphPayload:
     """Take the graph of a hybridized, already-run Gluon ``HybridBlock`` or of a ``Symbol``.
@@ -67,6 +129,10 @@ def capture_graph(net: Any, *, input_shapes: Any = None) -> GraphPayload:
     in input order, or one shape for a single input. MXNet does not keep the
     shapes of the last forward pass, so without it only the shapes that follow
     from the parameters are recorded.
+
+    A block's graph without ``input_shapes`` is taken once for the same net and the same
+    cached graph (MXNet makes a new one when the net is hybridized again, changes or is cast):
+    a later call returns the same payload.
     """
     import mxnet as mx  # lazily: the writer works without MXNet
 
@@ -74,15 +140,27 @@ def capture_graph(net: Any, *, input_shapes: Any = None) -> GraphPayload:
         sym, data, scopes, params = net, None, None, None
     elif isinstance(net, mx.gluon.HybridBlock):
         sym, data = _block_graph(net)
-        scopes = tuple(sorted(_block_scopes(net), key=lambda s: -len(s[0])))
-        params = _block_params(net)
+        if input_shapes is None:
+            before = _captured(net, sym)
+            if before is not None:
+                return before
+            payload = _capture(sym, list(data), _block_scopes(net), _block_params(net), None)
+            _keep(net, sym, payload)
+            return payload
+        scopes, params = _block_scopes(net), _block_params(net)
     elif isinstance(net, mx.gluon.Block):
         raise TypeError(f"net must be a HybridBlock to have a graph, got the Block "
                         f"{type(net).__name__}; build it from gluon HybridBlocks, then {_NEEDS_RUN}")
     else:
         raise TypeError(f"net must be a hybridized Gluon HybridBlock or an MXNet Symbol, "
                         f"got {describe(net)}")
+    return _capture(sym, data, scopes, params, input_shapes)
 
+
+def _capture(sym: Any, data: Optional[List[str]], scopes: Any, params: Optional[Dict[str, Any]],
+             input_shapes: Any) -> GraphPayload:
+    if scopes is not None:
+        scopes = tuple(sorted(scopes, key=lambda s: -len(s[0])))
     arg_names = sym.list_arguments()
     aux_names = sym.list_auxiliary_states()
     if data is None:  # a bare Symbol: tell data from parameters by name and attributes

@@ -569,3 +569,28 @@ def test_other_objects_are_refused(tmp_path, bad):
 def test_bad_input_shapes_are_refused(tmp_path, net, shapes_arg, exc, msg):
     with SummaryWriter(str(tmp_path)) as w, pytest.raises(exc, match=msg):
         w.add_graph(net, input_shapes=shapes_arg)
+
+
+# ---------------------------------------------------------------- the same net, logged again
+def test_the_same_nets_graph_is_taken_once_and_written_the_same(tmp_path, monkeypatch):
+    """A second writer logging the same net (a new handler, a new fit) gets the graph that was
+    taken and encoded for the first: no MXNet call on the caller's thread, no encoding on the
+    writer's, the same bytes. Hybridized again, the net has a new graph: taken again."""
+    from gluon_tb.writer._summaries import graph as g
+
+    net = make_net()
+    first = graph_bytes(tmp_path / "a", net)
+    calls = []
+    monkeypatch.setattr(g, "_infer_shapes", lambda *a: calls.append("infer") or {})
+    real_build = g.build_graph
+    monkeypatch.setattr(g, "build_graph", lambda *a: calls.append("build") or real_build(*a))
+    assert graph_bytes(tmp_path / "b", net) == first
+    assert calls == []
+    net.hybridize()  # a new cached graph at the next forward
+    net(mx.nd.ones((2, 3, 8, 8)))
+    again = graph_bytes(tmp_path / "c", net)
+    assert calls == ["infer", "build"]
+    assert again != first  # no parameter shapes: _infer_shapes was replaced
+    other = make_net()  # another net of the same structure: its own capture
+    graph_bytes(tmp_path / "d", other)
+    assert calls == ["infer", "build"] * 2
