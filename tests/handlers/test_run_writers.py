@@ -60,6 +60,35 @@ def test_a_block_is_queued_at_the_latest_after_later_secs_or_later_max_values(tm
     out.close()
 
 
+def test_slow_batches_are_queued_at_their_end_fast_ones_in_blocks(tmp_path, monkeypatch):
+    """A training whose batches take LATER_SECS or longer is seen in TensorBoard batch by batch:
+    its values are queued at the end of their batch, not with the next batch's."""
+    clock = [100.0]
+    monkeypatch.setattr(run_writers.time, "perf_counter", lambda: clock[0])
+    out = RunWriters(str(tmp_path), "raise", 2.0)
+    out.batch_done()  # the fit's first batch ended (a long time after nothing)
+    for k in range(3):  # fast: 10 ms a batch, kept
+        clock[0] += 0.01
+        out.later("train_batch", "loss", float(k), k)
+        out.later("train_batch", "acc", 0.5, k)
+        out.batch_done()
+    assert len(out._later) == 6
+    clock[0] += run_writers.LATER_SECS * 3  # a slow batch: queued at its end, with the kept ones
+    out.later("train_batch", "loss", 3.0, 3)  # (the block is older than LATER_SECS: queued here already)
+    out.later("train_batch", "acc", 0.5, 3)
+    out.batch_done()
+    assert out._later == []
+    clock[0] += run_writers.LATER_SECS * 3
+    out.later("train_batch", "loss", 4.0, 4)
+    out.later("train_batch", "acc", 0.5, 4)
+    assert len(out._later) == 2  # kept until the batch's end ...
+    out.batch_done()
+    assert out._later == []  # ... which came LATER_SECS or more after the previous one's
+    out.flush()
+    assert [s for s, _ in readback.scalars(str(tmp_path), "train_batch", "acc")] == [0, 1, 2, 3, 4]
+    out.close()
+
+
 def test_a_muted_worker_keeps_nothing(tmp_path):
     out = RunWriters(str(tmp_path), "raise", 2.0)
     out.place("", muted=True)

@@ -15,6 +15,8 @@ call into the writer at every batch cost the training thread ~20-25 us each, col
 the ``Mean``, the queue item), an append here ~2 us. The block is queued in one call, before any
 other write (so the event files keep the order of the calls), at the latest :data:`LATER_SECS`
 after its first value, and when the writers flush or close or the process ends inside a fit.
+Where batches take :data:`LATER_SECS` or longer, each batch's values are queued at its end
+(:meth:`RunWriters.batch_done`): nothing waits for the next batch to be seen in TensorBoard.
 
 Nothing here has "metric" in an attribute name: the Gluon estimator rejects
 handlers with such attributes unless they hold one of its metric objects.
@@ -87,6 +89,7 @@ class RunWriters:
         self._purge: Dict[str, int] = {}  # run -> purge_step of its next writer (a resumed run)
         self._later: List[Tuple[str, Optional[str], Any, int, float, Any]] = []  # (run, tag, value, step, wall, into)
         self._later_since = 0.0
+        self._batch_ended = 0.0  # perf_counter at the previous batch_done
 
     @property
     def prefix(self) -> str:
@@ -150,6 +153,16 @@ class RunWriters:
             self._later_since = now
         later.append((run, tag, value, step, time.time(), into))
         if len(later) >= LATER_MAX or now - self._later_since >= LATER_SECS:
+            self.hand_over()
+
+    def batch_done(self) -> None:
+        """The training thread's batch is over: its kept values are queued now when batches come
+        :data:`LATER_SECS` or more apart (a slow training sees each batch at once), or when the
+        block is that old."""
+        now = time.perf_counter()
+        slow = now - self._batch_ended >= LATER_SECS
+        self._batch_ended = now
+        if self._later and (slow or now - self._later_since >= LATER_SECS):
             self.hand_over()
 
     def hand_over(self) -> None:

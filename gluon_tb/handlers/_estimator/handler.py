@@ -292,6 +292,7 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
         self._step += 1
         self._in_epoch += 1
         stop = self._parts.stop_requested(self._epochs.worker.size)
+        self._out.batch_done()  # slow batches: their values queued now, not with the next batch's
         self._waits.batch_end()  # from here to the next batch_begin: waiting for the next batch
         return stop
 

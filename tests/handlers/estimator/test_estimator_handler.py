@@ -1,6 +1,7 @@
 """TensorBoardHandler with a real ``Estimator.fit``, read back through TensorBoard's loader."""
 import logging
 import os
+import time
 import warnings
 
 import mxnet as mx
@@ -286,3 +287,34 @@ def test_public_api():
     assert sorted(h.__all__) == sorted(n for n in vars(h) if not n.startswith("_") and n[0].isupper())
     assert h.TensorBoardHandler is TensorBoardHandler and h.TensorBoardCallback is TensorBoardCallback
     assert not [a for a in dir(TensorBoardHandler("x")) if "metric" in a]
+
+
+def test_a_slow_trainings_batch_values_are_on_disk_before_the_next_batch(tmp_path):
+    """Batches that take longer than the handler keeps values for (RunWriters.LATER_SECS): each
+    batch's batch_loss is written within flush_secs of its end, while the training waits for
+    the next batch; it does not wait for the next batch's values to be queued."""
+    from mxnet.gluon.contrib.estimator.event_handler import BatchEnd
+
+    d = str(tmp_path / "logs")
+    seen = []
+
+    class Slow(BatchEnd):  # after ours: waits for the batch's point, then 0.1 s more before the next batch
+        priority = 2000
+
+        def batch_end(self, estimator, *a, **k):
+            deadline = time.monotonic() + 5.0
+            got = []
+            while time.monotonic() < deadline:
+                got = steps(d, "train_batch", "batch_loss") if os.path.isdir(os.path.join(d, "train_batch")) else []
+                if len(got) == len(seen) + 1:
+                    break
+                time.sleep(0.05)
+            seen.append(got)
+            time.sleep(0.1)
+            return False
+
+    net = make_net()
+    est = make_est(net)
+    tb = TensorBoardHandler(d, flush_secs=0.2, histogram_period=None, graph=False, images=False)
+    est.fit(loader(32), batches=4, event_handlers=[tb, Slow()])
+    assert seen == [list(range(k + 1)) for k in range(4)]
