@@ -450,8 +450,12 @@ class WriterBase:
         handler's values kept on its thread for a moment are queued then (``None``: nothing)."""
         self._before_exit = fn
 
-    def _run_before_exit(self) -> None:
-        fn, self._before_exit = self._before_exit, None
+    def _run_before_exit(self, last: bool = True) -> None:
+        """``last``: the writer closes now, the hook is dropped (a remote directory's flush at the
+        main thread's end keeps it: a non-daemon thread may go on training until atexit)."""
+        fn = self._before_exit
+        if last:
+            self._before_exit = None
         if fn is not None:
             try:
                 fn()
@@ -484,7 +488,7 @@ class WriterBase:
         # thread pools still take work; atexit closes the writer later (_io/lifecycle.py)
         p = self._p
         if p.is_remote and p.running and not p.abandoned:
-            self._run_before_exit()
+            self._run_before_exit(last=False)
             p.flush(timeout=p.close_timeout)
             if p.error is not None:
                 _log.warning("gluon_tb: could not write %s at exit: %s", p.logdir, p.error)
