@@ -26,6 +26,8 @@ from __future__ import annotations
 import logging
 import os
 import time
+from itertools import groupby
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple, TypeVar
 import warnings
 
@@ -169,21 +171,14 @@ class RunWriters:
         """Queue the kept per-batch values now, one call per run, in order."""
         later, self._later = self._later, []
         first: Optional[Exception] = None
-        i = 0
-        while i < len(later):
-            run = later[i][0]
-            j = i + 1
-            while j < len(later) and later[j][0] == run:
-                j += 1
-            items = [(tag, value, step, wall, into) for _run, tag, value, step, wall, into in later[i:j]]
+        for run, kept in groupby(later, key=itemgetter(0)):  # consecutive values of one run
             try:
-                self.writer(run)._add_values(items)
+                self.writer(run)._add_values([entry[1:] for entry in kept])
             except Exception as e:  # noqa: BLE001 - the other runs' values are queued first
                 if first is None:
                     first = e
                 else:
                     self.errors += 1
-            i = j
         if first is not None:
             self.failed(first)  # the policy decides
 

@@ -296,9 +296,9 @@ class LossSum:
         self._host = 0.0
         self._host_n = 0
 
-    def add(self, loss: Any, kind: Optional[str] = None) -> int:
+    def add(self, loss: Any, kind: Optional[str] = None) -> None:
         """One loss value of a kind :func:`loss_kind` accepts (``kind``: its kind, when known):
-        every element counts once. Returns its count of elements."""
+        every element counts once."""
         kind = kind or loss_kind(loss)
         if kind == "number":
             self._host += float(loss)
@@ -315,7 +315,6 @@ class LossSum:
         self.count += n
         if len(self._pending) >= self.CHUNK:
             self._fold()
-        return n
 
     def mean(self) -> Any:
         """The mean of every value added so far: a float, or a ``Mean`` the writer thread reads

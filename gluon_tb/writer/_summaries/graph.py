@@ -144,7 +144,7 @@ def capture_graph(net: Any, *, input_shapes: Any = None) -> GraphPayload:
             before = _captured(net, sym)
             if before is not None:
                 return before
-            payload = _capture(sym, list(data), _block_scopes(net), _block_params(net), None)
+            payload = _capture(sym, data, _block_scopes(net), _block_params(net), None)
             _keep(net, sym, payload)
             return payload
         scopes, params = _block_scopes(net), _block_params(net)
