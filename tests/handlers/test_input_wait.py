@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 import pytest
 from mxnet import gluon
+from mxnet.gluon.contrib.estimator import BatchBegin, BatchEnd
 
 import readback
 import repo_paths
@@ -74,6 +75,55 @@ def test_an_in_memory_loader_barely_waits(tmp_path, caplog):
     assert median(got["epoch_input_wait_fraction"]) < 0.5, got  # most of the epoch is in the batches
     assert not [r for r in caplog.records if "waiting for its next batch" in r.getMessage()]
     assert ("train", "input_wait/advice") not in readback.tags(str(tmp_path))
+
+
+class SlowHandler(BatchBegin, BatchEnd):
+    """Sleeps ``delay`` s in its batch event (``batch_begin`` when ``begin``, else ``batch_end``)."""
+
+    def __init__(self, priority, delay, begin=False):
+        self.priority, self.delay, self.begin = priority, delay, begin
+        self.calls = 0
+
+    def batch_begin(self, estimator, *args, **kwargs):
+        if self.begin:
+            self.calls += 1
+            time.sleep(self.delay)
+
+    def batch_end(self, estimator, *args, **kwargs):
+        if not self.begin:
+            self.calls += 1
+            time.sleep(self.delay)
+        return False
+
+
+@pytest.mark.parametrize("priority,begin", [(2000, False), (float("inf"), False), (-5000, True)],
+                         ids=["batch_end-after-ours", "batch_end-at-inf", "batch_begin-before-ours"])
+def test_other_handlers_slow_batches_are_batch_time_not_input_wait(tmp_path, caplog, priority, begin):
+    """A handler that runs after ours at batch_end (or before ours at batch_begin) is part of the
+    batch: 20 ms of it a batch is ``epoch_batch_seconds``, not wait, and earns no advice; a slow
+    loader beside it is still measured as wait; the handler's method is its own again after fit."""
+    delay = 0.02
+    slow = SlowHandler(priority, delay, begin)
+    data = gluon.data.DataLoader(SlowDataset(0.0), batch_size=BATCH)
+    with caplog.at_level(logging.WARNING, logger="gluon_tb"):
+        make_est(make_net()).fit(data, epochs=3, event_handlers=[TensorBoardHandler(str(tmp_path)), slow])
+    assert slow.calls == 3 * BATCHES and "batch_begin" not in vars(slow) and "batch_end" not in vars(slow)
+    got = {t: readback.scalars(str(tmp_path), "train", t) for t in
+           ("epoch_input_wait_seconds", "epoch_batch_seconds", "epoch_input_wait_fraction")}
+    assert median(got["epoch_batch_seconds"]) >= BATCHES * delay, got
+    assert median(got["epoch_input_wait_seconds"]) < 0.25 * BATCHES * delay, got
+    assert median(got["epoch_input_wait_fraction"]) < 0.2, got
+    assert not [r for r in caplog.records if "waiting for its next batch" in r.getMessage()]
+
+    # the same slow handler beside a slow loader (4 ms a sample): the loader's sleep is the wait
+    logdir = tmp_path / "slow_loader"
+    data = gluon.data.DataLoader(SlowDataset(0.004), batch_size=BATCH)
+    make_est(make_net()).fit(data, epochs=3, event_handlers=[TensorBoardHandler(str(logdir)),
+                                                               SlowHandler(priority, delay, begin)])
+    want = BATCHES * BATCH * 0.004
+    wait = median(readback.scalars(str(logdir), "train", "epoch_input_wait_seconds"))
+    busy = median(readback.scalars(str(logdir), "train", "epoch_batch_seconds"))
+    assert want * 0.95 <= wait <= want * 1.2 + 0.25 * BATCHES * delay and busy >= BATCHES * delay, (wait, busy)
 
 
 # ------------------------------------------------------------ Module.fit: the iterator's next() is timed

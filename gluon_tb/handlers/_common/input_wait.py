@@ -4,8 +4,10 @@ The question after "is it learning?" is "why is it slow?", and the first answer 
 data loader that cannot keep up. Every epoch, run ``train`` gets three scalars at the epoch index:
 
 * ``epoch_input_wait_seconds``: the seconds the training loop spent waiting for its next batch
-  (the Estimator: from the end of one batch's handling to the start of the next, and before the
-  first; ``Module.fit``: inside the data iterator's ``next()``, which the loop calls in each batch);
+  (the Estimator: from the end of the last handler's ``batch_end`` to the start of the first
+  handler's ``batch_begin``, and before the first batch, so every handler's batch events are the
+  batch's time whatever their priority; ``Module.fit``: inside the data iterator's ``next()``,
+  which the loop calls in each batch);
 * ``epoch_batch_seconds``: the seconds spent in the batches themselves (forward, backward,
   update, metrics, the other handlers' batch events);
 * ``epoch_input_wait_fraction``: the first over their sum, from 0 (never waits) to 1.

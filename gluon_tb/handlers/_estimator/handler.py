@@ -189,6 +189,9 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
         self._taps: List[Wrap] = []
         self._windows = BatchMetrics()  # (no "metric" in the name: MXNet checks such attributes)
         self._waits = InputWait(self._out)
+        #: whether the wait for a batch ends at our batch_begin and starts at our batch_end (else
+        #: at the first batch_begin and the last batch_end handler of the fit: _time_the_gaps)
+        self._gaps_end_here = (True, True)
         self._parts = Parts(GLUON, self._out, self._hist, conv_filters=conv_filters, embeddings=embeddings,
                             grad_health=grad_health, word_vectors=word_vectors, profile_batch=profile_batch)
         self._hists = ParamHistograms(self._out, self._hist, param_selector(params), self._parts.health,
@@ -252,6 +255,7 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
             self._taps.extend(t for t in (tap, fit) if t is not None)
         self._taps.extend(self._parts.begin(Fit(net=estimator.net, estimator=estimator, scope=scope,
                                                 on_dead=self._abandon)))
+        self._taps.extend(self._time_the_gaps(scope))
 
     def epoch_begin(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
         self._in_epoch = 0
@@ -260,7 +264,8 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
         self._waits.epoch_begin()
 
     def batch_begin(self, estimator: Any, *args: Any, **kwargs: Any) -> None:
-        self._waits.batch_begin()
+        if self._gaps_end_here[0]:
+            self._waits.batch_begin()
         self._parts.batch_begin(self._step)
 
     def batch_end(self, estimator: Any, *args: Any, **kwargs: Any) -> bool:
@@ -280,7 +285,8 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
         if self._out.muted:  # a worker other than rank 0: only the epoch values are shared
             self._step += 1
             self._in_epoch += 1
-            self._waits.batch_end()
+            if self._gaps_end_here[1]:
+                self._waits.batch_end()
             return False
         if self._in_epoch == 0 and self._images:
             log_first_batch(self._out, batch, self._max_images, self._epoch)
@@ -293,7 +299,8 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
         self._in_epoch += 1
         stop = self._parts.stop_requested(self._epochs.worker.size)
         self._out.batch_done()  # slow batches: their values queued now, not with the next batch's
-        self._waits.batch_end()  # from here to the next batch_begin: waiting for the next batch
+        if self._gaps_end_here[1]:
+            self._waits.batch_end()  # from here to the next batch_begin: waiting for the next batch
         return stop
 
     def epoch_end(self, estimator: Any, *args: Any, **kwargs: Any) -> bool:
@@ -315,12 +322,37 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
                            max(self._epoch - 1, 0))
         self._out.close()
 
+    def _time_the_gaps(self, scope: FitScope) -> List[Wrap]:
+        """Time the wait for each batch from the end of the fit's *last* ``batch_end`` handler to
+        the start of its *first* ``batch_begin`` handler: a handler after ours (MXNet's
+        ``LoggingHandler``, at priority inf, or a user's slow one) or before ours is part of the
+        batch's time, not of the input's. Those handlers' methods are wrapped on the instance
+        (removed at ``train_end``); one that cannot be wrapped leaves the edge at ours."""
+        fit = scope.fit_locals()
+        taps: List[Wrap] = []
+        here = [True, True]
+        begins, ends = fit.get("batch_begin"), fit.get("batch_end")
+        if isinstance(begins, list) and begins and begins[0] is not self:
+            tap = wrap(begins[0], ("batch_begin",), self._waits.batch_begin, scope=scope, on_dead=self._abandon)
+            if tap is not None:
+                taps.append(tap)
+                here[0] = False
+        if isinstance(ends, list) and ends and ends[-1] is not self:
+            tap = wrap(ends[-1], ("batch_end",), None, scope=scope, after=lambda _stop: self._waits.batch_end(),
+                       on_dead=self._abandon)
+            if tap is not None:
+                taps.append(tap)
+                here[1] = False
+        self._gaps_end_here = (here[0], here[1])
+        return taps
+
     def _remove_taps(self) -> None:
         for tap in self._taps:  # removed on purpose: removing the one on top of another of ours
             tap.on_dead = None  # (the trainer's step has two) must not take that one for dead and abandon the fit
         for tap in reversed(self._taps):  # the last made is on top
             tap.remove()
         self._taps = []
+        self._gaps_end_here = (True, True)
 
     def _unhook(self) -> None:
         """Hand the trainer and batch processor their methods back; the fit's scope is over."""
