@@ -67,7 +67,8 @@ class SummaryWriter(WriterBase):
     Args:
         logdir: directory of this run's event files. A local one is created here,
             like mxboard (files may be saved into :meth:`get_logdir` at once), when
-            it can be; if not (read-only parent...), the first write or ``flush()``
+            it can be; a file in its place (or an ancestor's) is a ValueError here;
+            otherwise (read-only parent...) the first write or ``flush()``
             raises the error, naming the directory. Event files are opened on the
             first write: no empty ones. A URL one is made by its file system.
         max_queue: pending events that wake the writer thread early.

@@ -124,22 +124,42 @@ print("fit2 ok")
 
 
 def test_a_fit_that_failed_on_a_bad_logdir_does_not_fail_the_next_fit(tmp_path):
-    """A logdir that is a file fails its fit; the next fit (new net, new estimator, a good logdir)
-    raised the dead handler's error from its train_begin, where the earlier handler is closed.
-    (Its runs share one writer, whose one error that fit raised: closing it now raises nothing;
-    a close that raises is the next test's.)"""
+    """A logdir whose run directories are files fails its fit at the first write; the next fit
+    (new net, new estimator, a good logdir) raised the dead handler's error from its train_begin,
+    where the earlier handler is closed. (Its runs share one writer, whose one error that fit
+    raised: closing it now raises nothing; a close that raises is the next test's.)"""
     import subprocess
     import sys
 
-    bad = tmp_path / "afile"
-    bad.write_text("not a directory")
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    for run in ("train", "train_batch", "validation"):
+        (bad / run).write_text("not a directory")
     good = tmp_path / "good"
     p = subprocess.run([sys.executable, "-c", FAILED_THEN_GOOD, str(bad), str(good)], capture_output=True, text=True,
                        timeout=300, cwd=str(tmp_path))
     assert p.returncode == 0, p.stderr[-2000:]
-    assert "fit1 failed NotADirectoryError" in p.stdout and "fit2 ok" in p.stdout
+    assert "fit1 failed FileExistsError" in p.stdout and "fit2 ok" in p.stdout
     assert "Traceback" not in p.stderr
     assert [s for s, _ in readback.scalars(str(good), "train", "epoch_loss")] == [0]
+
+
+@pytest.mark.parametrize("where", ["afile", "afile/sub/run"])
+def test_a_logdir_that_is_a_file_is_an_error_before_training(tmp_path, monkeypatch, where):
+    """Found at the first write, it cost a handler's user an epoch of training: now every entry
+    point refuses it at once, naming the argument and the file."""
+    import gluon_tb
+    from gluon_tb import SummaryWriter
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("not a directory")
+    said = "it is a file" if where == "afile" else f"{str(tmp_path / 'afile')!r} is a file"
+    for make in (TensorBoardHandler, TensorBoardCallback, SummaryWriter, gluon_tb.autolog):
+        with pytest.raises(ValueError) as e:
+            make(where)
+        assert str(e.value) == (f"logdir must be a directory (or a path where one can be made), got {where!r}: "
+                                f"{said}"), make
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]  # nothing made beside it
 
 
 def test_closing_the_handler_of_a_fit_that_raised_says_so_when_that_fails_too(caplog):

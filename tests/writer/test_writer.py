@@ -278,15 +278,24 @@ def test_logdir_exists_when_the_constructor_returns_and_holds_no_empty_file(tmp_
     assert readback.scalars(str(logdir), ".", "s") == [(0, 1.0)]
 
 
-def test_logdir_that_cannot_be_made_is_an_error_at_the_first_write_not_the_constructor(tmp_path):
+def test_logdir_that_is_a_file_or_inside_one_is_an_error_of_the_constructor(tmp_path):
     (tmp_path / "f").write_text("a file in the way")
+    for logdir, said in ((tmp_path / "f", "it is a file"), (tmp_path / "f" / "run", f"{str(tmp_path / 'f')!r} is a file")):
+        with pytest.raises(ValueError, match=re.escape(f"logdir must be a directory (or a path where one can be "
+                                                       f"made), got {str(logdir)!r}: {said}")):
+            SummaryWriter(logdir)
+
+
+def test_logdir_that_cannot_be_made_is_an_error_at_the_first_write_not_the_constructor(tmp_path):
     logdir = str(tmp_path / "f" / "run")
     w = SummaryWriter(logdir)  # like a read-only parent: the handlers' error policy wraps the writes
+    os.rmdir(logdir)  # then a file takes the directory's place: it cannot be made again
+    (tmp_path / "f" / "run").write_text("a file in the way")
     w.add_scalar("s", 1.0, 0)
-    with pytest.raises(NotADirectoryError, match=f"cannot create an event file in {re.escape(logdir)}"):
+    with pytest.raises(FileExistsError, match=f"cannot create an event file in {re.escape(logdir)}"):
         w.flush()
     w.add_scalar("s", 2.0, 1)  # the writer goes on taking calls, and fails again at the next write
-    with pytest.raises(NotADirectoryError, match="cannot create an event file in"):
+    with pytest.raises(FileExistsError, match="cannot create an event file in"):
         w.close()
 
 

@@ -277,7 +277,30 @@ def check_logdir(logdir: Any, name: str = "logdir") -> str:
     if re.match(r"^[A-Za-z][A-Za-z0-9+.\-]+:/(?!/)", path):
         raise ValueError(f"{name} looks like a URL with one slash, got {path!r}; "
                          "pass URLs as a str, like 's3://bucket/run'")
+    if not URL.match(path):
+        _no_file_in_the_way(path, name)
     return path
+
+
+def _no_file_in_the_way(path: str, name: str) -> None:
+    """A local log directory, or its nearest existing ancestor, that is a file (not a directory)
+    can never be written into: said now, not at the first write (a handler's is an epoch later).
+    Anything else the OS may refuse (permissions, a missing mount) is left to the first write."""
+    at = os.path.abspath(path)
+    while True:
+        try:
+            is_dir = os.path.isdir(at) if os.path.exists(at) else None
+        except OSError:  # pragma: no cover - exists() and isdir() return False rather than raise
+            return
+        if is_dir is False:
+            what = "it is a file" if at == os.path.abspath(path) else f"{at!r} is a file"
+            raise ValueError(f"{name} must be a directory (or a path where one can be made), got {path!r}: {what}")
+        if is_dir:
+            return
+        parent = os.path.dirname(at)
+        if parent == at:
+            return
+        at = parent
 
 
 def check_storage_options(storage_options: Any, logdir: str, remote: Any = None,
