@@ -90,6 +90,53 @@ def test_first_batch_of_normalised_inputs_is_rescaled_with_a_warning(tmp_path):
     np.testing.assert_allclose(px.reshape(want.shape), want, atol=1)
 
 
+# ------------------------------------------------------------ a log directory used again
+def test_a_second_training_in_the_same_logdir_is_told_its_curves_overlay_the_first(tmp_path, caplog):
+    """Re-running a script (or a loop over settings) with one logdir drew two trainings on the same
+    curves without a word. The same handler's second fit continues its steps: nothing to say; a
+    training that continues (initial_epoch) is told where it starts instead."""
+    logdir = str(tmp_path / "same")
+
+    def said():
+        return [r.getMessage() for r in caplog.records if "already holds the events" in r.getMessage()]
+
+    with caplog.at_level(logging.INFO, logger="gluon_tb"):
+        h = TensorBoardHandler(logdir)
+        est = make_est(make_net())
+        est.fit(loader(), epochs=1, event_handlers=[h])
+        est.fit(loader(), epochs=1, event_handlers=[h])  # the same handler: steps go on
+        assert said() == []
+        make_est(make_net()).fit(loader(), epochs=1, event_handlers=[TensorBoardHandler(logdir)])
+        assert said() == [f"gluon_tb: {tmp_path / 'same' / 'train'} already holds the events of an earlier "
+                          "training, and this one starts again at epoch 0, batch 0: TensorBoard draws both on "
+                          "the same curves. Give each training its own logdir (logs/<name or time>), or delete "
+                          "the old one; to continue that training, pass initial_epoch= and initial_step="]
+        assert [r.levelno for r in caplog.records if "already holds" in r.getMessage()] == [logging.WARNING]
+        caplog.clear()
+        make_est(make_net()).fit(loader(), epochs=1,
+                                 event_handlers=[TensorBoardHandler(logdir, initial_epoch=3, initial_step=12)])
+        assert said() == [] and any("continuing at epoch 3, batch 12" in r.getMessage() for r in caplog.records)
+        make_est(make_net()).fit(loader(), epochs=1, event_handlers=[TensorBoardHandler(str(tmp_path / "new"))])
+        assert said() == []
+    assert [s for s, _ in readback.scalars(logdir, "train", "epoch_loss")][-1] == 3  # resumed at epoch 3
+
+
+def test_a_module_training_in_a_used_logdir_is_told_too(tmp_path, caplog):
+    import mxnet as mx
+
+    from test_module_profile import symbol
+
+    logdir = str(tmp_path)
+    with caplog.at_level(logging.WARNING, logger="gluon_tb"):
+        for _ in range(2):
+            it = mx.io.NDArrayIter(np.random.rand(N, 5).astype("float32"), np.random.randint(0, 3, N).astype("float32"),
+                                   BATCH, label_name="softmax_label")
+            mod = mx.mod.Module(symbol(), context=mx.cpu())
+            with TensorBoardCallback(logdir) as cb:
+                mod.fit(it, num_epoch=1, optimizer="sgd", initializer=mx.init.Xavier(), **cb.fit_callbacks())
+    assert len([r for r in caplog.records if "already holds the events of an earlier training" in r.getMessage()]) == 1
+
+
 # ------------------------------------------------------------ a failed fit does not fail the next one
 FAILED_THEN_GOOD = """
 import sys, warnings

@@ -117,9 +117,19 @@ def continue_at(out: RunWriters, epoch: int, step: int, source: str) -> None:
     (``train_batch`` from the batch index, ``train`` and ``validation`` from the epoch) and say
     where it starts.
 
-    An index of 0 purges nothing: it would hide every earlier point of its runs.
+    An index of 0 purges nothing: it would hide every earlier point of its runs. A training that
+    starts at 0 in a log directory that already holds another's events is told so (once): its
+    points would be drawn over the earlier ones on the same curves.
     """
     if not (step or epoch):
+        if "://" not in out.logdir:  # a URL directory is not listed
+            held = [r for r in (TRAIN, TRAIN_BATCH) if run_has_events(out.logdir, r)]
+            if held:
+                out.say_once("reused", f"gluon_tb: {os.path.join(out.logdir, held[0])} already holds the events "
+                             "of an earlier training, and this one starts again at epoch 0, batch 0: "
+                             "TensorBoard draws both on the same curves. Give each training its own logdir "
+                             "(logs/<name or time>), or delete the old one; to continue that training, pass "
+                             "initial_epoch= and initial_step=", logging.WARNING)
         return
     if step:
         out.purge_from(TRAIN_BATCH, step)
