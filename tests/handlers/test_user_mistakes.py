@@ -137,6 +137,50 @@ def test_a_module_training_in_a_used_logdir_is_told_too(tmp_path, caplog):
     assert len([r for r in caplog.records if "already holds the events of an earlier training" in r.getMessage()]) == 1
 
 
+# ------------------------------------------------------------ params= that matches nothing
+def test_params_that_match_no_parameter_are_a_warning_not_silence(tmp_path, caplog):
+    """A typo in params= logged no histogram and said nothing."""
+    def said():
+        return [r.getMessage() for r in caplog.records if "matches none of the net's" in r.getMessage()]
+
+    def no_param(name):
+        return False
+
+    with caplog.at_level(logging.WARNING, logger="gluon_tb"):
+        make_est(make_net()).fit(loader(), epochs=1, event_handlers=[TensorBoardHandler(str(tmp_path / "a"),
+                                                                                         params="desne")])
+        [msg] = said()
+        assert msg.startswith("gluon_tb: params='desne' matches none of the net's ") and msg.endswith(
+            "parameters with a gradient (net_conv0_weight, net_conv0_bias, net_dense0_weight, net_dense0_bias); "
+            "no gradient or weight histograms are logged"), msg
+        caplog.clear()
+        make_est(make_net()).fit(loader(), epochs=1, event_handlers=[TensorBoardHandler(str(tmp_path / "b"),
+                                                                                         params=no_param)])
+        assert [m.split(" matches")[0] for m in said()] == ["gluon_tb: params=no_param"]
+        caplog.clear()
+        make_est(make_net()).fit(loader(), epochs=1, event_handlers=[TensorBoardHandler(str(tmp_path / "c"),
+                                                                                         params="dense")])
+        assert said() == []
+    assert {t for r, t in readback.tags(str(tmp_path / "a")) if "/" in t and r == "train_batch"} == set()
+    assert {t for r, t in readback.tags(str(tmp_path / "c")) if t.startswith("weights/")} == {
+        "weights/net_dense0_weight", "weights/net_dense0_bias"}
+
+
+def test_module_params_that_match_no_parameter_are_a_warning(tmp_path, caplog):
+    import mxnet as mx
+
+    from test_module_profile import symbol
+
+    it = mx.io.NDArrayIter(np.random.rand(N, 5).astype("float32"), np.random.randint(0, 3, N).astype("float32"),
+                           BATCH, label_name="softmax_label")
+    mod = mx.mod.Module(symbol(), context=mx.cpu())
+    with caplog.at_level(logging.WARNING, logger="gluon_tb"):
+        with TensorBoardCallback(str(tmp_path), params="nomatch") as cb:
+            mod.fit(it, num_epoch=2, optimizer="sgd", initializer=mx.init.Xavier(), **cb.fit_callbacks())
+    said = [r.getMessage() for r in caplog.records if "matches none of the net's" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith("gluon_tb: params='nomatch' matches none"), said
+
+
 # ------------------------------------------------------------ a failed fit does not fail the next one
 FAILED_THEN_GOOD = """
 import sys, warnings

@@ -8,8 +8,9 @@ of the right type. ``check_choice``, ``check_positive_int`` and ``check_positive
 """
 from __future__ import annotations
 
+import logging
 import re
-from typing import Any, Callable, Dict, Mapping, Optional, Union
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Union
 
 # the checks the writer's arguments use too: one error type for one mistake (re-exported for the handlers)
 from ...writer._common.checks import (MAX_STEP, check_choice, check_positive_int, check_positive_number, describe,
@@ -23,18 +24,43 @@ def check_positive_int_or_none(value: Any, name: str) -> Optional[int]:
     return None if value is None else check_positive_int(value, name)
 
 
-def param_selector(value: ParamFilter, name: str = "params") -> Callable[[str], bool]:
+class ParamSelector:
+    """``params=`` as a test of a parameter's name, which remembers what the user gave."""
+
+    __slots__ = ("given", "_test")
+
+    def __init__(self, given: ParamFilter, test: Callable[[str], bool]) -> None:
+        self.given, self._test = given, test
+
+    def __call__(self, name: str) -> bool:
+        return self._test(name)
+
+    def say_if_none(self, say: Callable[[str, str, int], None], names: Callable[[], Sequence[str]]) -> None:
+        """A ``params=`` the user gave that matches none of ``names()`` (the parameters with a
+        gradient) is a typo that would silently log no histogram: ``say`` it (once, a warning)."""
+        if self.given is None:
+            return
+        have = list(names())
+        if not have or any(self._test(n) for n in have):
+            return
+        what = repr(self.given) if isinstance(self.given, str) else getattr(self.given, "__name__", "<callable>")
+        shown = ", ".join(have[:4]) + (", ..." if len(have) > 4 else "")
+        say("params-none", f"gluon_tb: params={what} matches none of the net's {len(have)} parameters with a "
+            f"gradient ({shown}); no gradient or weight histograms are logged", logging.WARNING)
+
+
+def param_selector(value: ParamFilter, name: str = "params") -> ParamSelector:
     """``None`` (all), a regular expression (``re.search`` on the name) or ``callable(name) -> bool``."""
     if value is None:
-        return lambda _name: True
+        return ParamSelector(None, lambda _name: True)
     if isinstance(value, str):
         try:
             pattern = re.compile(value)
         except re.error as e:
             raise ValueError(f"{name} must be a valid regular expression, got {value!r}: {e}") from None
-        return lambda n: pattern.search(n) is not None
+        return ParamSelector(value, lambda n: pattern.search(n) is not None)
     if callable(value):
-        return lambda n: bool(value(n))
+        return ParamSelector(value, lambda n: bool(value(n)))
     raise TypeError(f"{name} must be None, a regular expression str or a callable(name) -> bool, "
                     f"got {describe(value)}")
 

@@ -194,7 +194,8 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
         self._gaps_end_here = (True, True)
         self._parts = Parts(GLUON, self._out, self._hist, conv_filters=conv_filters, embeddings=embeddings,
                             grad_health=grad_health, word_vectors=word_vectors, profile_batch=profile_batch)
-        self._hists = ParamHistograms(self._out, self._hist, param_selector(params), self._parts.health,
+        self._params = param_selector(params)
+        self._hists = ParamHistograms(self._out, self._hist, self._params, self._parts.health,
                                       check_positive_int_or_none(histogram_sample, "histogram_sample"))
 
     @property
@@ -241,6 +242,10 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
         if self._every.every is not None:
             self._taps.extend(self._windows.watch(estimator.train_metrics, scope, self._abandon))
             self._windows.say_unusable(self._out)
+        if not self._hist.never:
+            net = estimator.net
+            self._params.say_if_none(self._out.say_once, lambda: [n for n, p in net.collect_params().items()
+                                                                  if p.grad_req != "null"])
         if not self._hist.never and not self._out.muted:
             # gradients as backward left them: when fit_batch returns (before any update handler
             # clips or scales them), or at the trainer's first call inside fit_batch

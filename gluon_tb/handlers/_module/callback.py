@@ -268,6 +268,8 @@ class TensorBoardCallback:
             self._out.say_once("no-batches", "gluon_tb: TensorBoardCallback is not in fit's batch_end_callback, "
                                "so no training values are logged; pass batch_end_callback=cb, or every slot "
                                "at once with mod.fit(..., **cb.fit_callbacks())", logging.WARNING)
+        if arg_params and not self._hist.never:
+            self._want.say_if_none(self._out.say_once, lambda: sorted(arg_params))
         if self._weights and self._hist.per_epoch and arg_params:
             step = max(self._steps.step - 1, 0)
             arrays = {f"weights/{name}": sampled(arg_params[name], self._sample)
