@@ -17,6 +17,7 @@ import weakref
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, TypeVar, Union
 
 from ._common.arrays import Mean
+from ._common.keywords import known_keywords
 from ._common.checks import (MAX_TAG_LEN, as_float, check_seconds, check_step, check_tag, check_walltime,
                              describe)
 from ._format import proto as _proto
@@ -33,6 +34,11 @@ from ._writer_args import check_writer_args
 _time = time.time
 _log = logging.getLogger("gluon_tb")
 _W = TypeVar("_W", bound="WriterBase")
+#: torch's and tensorboardX's writer arguments -> what to pass here instead
+WRITER_OTHER_NAMES = {
+    "log_dir": "logdir (the log directory, the first argument)",
+    "flush_millis": "flush_secs (seconds)",
+}
 
 
 class WriterBase:
@@ -43,6 +49,7 @@ class WriterBase:
     #: just before their first write leaves it to the writer thread, which makes it at that write)
     _MAKE_LOGDIR_NOW = True
 
+    @known_keywords(WRITER_OTHER_NAMES)
     def __init__(self, logdir: Union[str, "os.PathLike[str]"], max_queue: int = 1024,
                  flush_secs: float = 2.0, filename_suffix: Optional[str] = None,
                  verbose: bool = False, *, max_queue_bytes: Optional[int] = None,
@@ -223,6 +230,10 @@ class WriterBase:
             if len(value) != 2:
                 raise ValueError("value must be a number, a (name, value) pair or a {name: value} "
                                  f"dict, got a {type(value).__name__} of {len(value)} elements")
+            if not isinstance(value[0], str):  # two numbers: not mxboard's (name, value) pair
+                raise TypeError("value must be a number, a (name, value) pair with a str name or a {name: value} "
+                                f"dict, got {describe(value)}; several values of one tag: add_scalars, "
+                                "or add_histogram")
             value = {value[0]: value[1]}
         runs = [(self._curve_run(check_run_name(tag, "tag") + "/" + check_run_name(name, "value name"),
                                  "value name"), self._number(v))

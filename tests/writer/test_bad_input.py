@@ -113,6 +113,9 @@ ROWS = [
      (ValueError, "hparam_dict")),
     ("named-scalar-surrogate", lambda w: w.add_scalar("m", {"a\udc80": 1.0}, 1), REJECT,
      (ValueError, "value name")),
+    ("scalar-two-numbers", lambda w: w.add_scalar("m", [1.0, 2.0], 1), REJECT,
+     (TypeError, r"value must be a number, a \(name, value\) pair with a str name or a \{name: value\} dict, "
+                 r"got list \[1.0, 2.0\]; several values of one tag: add_scalars, or add_histogram")),
     ("custom-scalars-surrogate", lambda w: w.add_custom_scalars({"c\udc80": {"x": ["Multiline", ["s"]]}}),
      REJECT, (ValueError, "layout category title")),
     # names that become a file or directory name: refused at the call (NUL, lone surrogate, more

@@ -72,7 +72,7 @@ def check_hparams(value: Any) -> Optional[Dict[str, Any]]:
 
     if not isinstance(value, Mapping):
         raise TypeError(f"hparams must be a mapping of name to str/bool/int/float, got {describe(value)}")
-    return _check(value)
+    return _check(value, "hparams")
 
 
 def check_start(value: Any, name: str) -> Optional[int]:

@@ -3,14 +3,14 @@
 Users coming from Keras's ``TensorBoard`` callback (or torch's and tensorboardX's writers) type
 their names: ``log_dir=``, ``histogram_freq=``, ``update_freq=``... Python's own message is only
 "unexpected keyword argument". :func:`known_names` wraps a constructor so that a name it does not
-take raises a ``TypeError`` that says which argument of ours does that job, or the closest one.
+take raises a ``TypeError`` that says which argument of ours does that job, or the closest one
+(the writer's ``known_keywords``, with these names).
 """
 from __future__ import annotations
 
-import difflib
-import functools
-import inspect
 from typing import Any, Callable, Dict, TypeVar
+
+from ...writer._common.keywords import known_keywords
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -33,19 +33,4 @@ OTHER_NAMES: Dict[str, str] = {
 
 def known_names(init: F) -> F:
     """Wrap ``__init__`` so that an unknown keyword argument's ``TypeError`` says what to pass."""
-    params = inspect.signature(init).parameters
-    names = [n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and n != "self"]
-
-    @functools.wraps(init)
-    def checked(self: Any, *args: Any, **kwargs: Any) -> Any:
-        for name in kwargs:
-            if name not in params:
-                cls = type(self).__name__
-                if name in OTHER_NAMES:
-                    raise TypeError(f"{cls}() has no argument {name!r} (another tool's name): pass {OTHER_NAMES[name]}")
-                close = difflib.get_close_matches(name, names, n=1)
-                hint = f"; did you mean {close[0]!r}?" if close else f"; its arguments: {', '.join(names)}"
-                raise TypeError(f"{cls}() has no argument {name!r}{hint}")
-        return init(self, *args, **kwargs)
-
-    return checked  # type: ignore[return-value]
+    return known_keywords(OTHER_NAMES)(init)

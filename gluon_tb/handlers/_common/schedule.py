@@ -48,7 +48,8 @@ def schedule(value: Any, name: str, *, allow_epoch: bool = False) -> Schedule:
     if not is_python_int(value):
         raise TypeError(f"{name} must be {expected}, got {describe(value)}")
     if value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value}")
+        off = " (None switches it off)"
+        raise ValueError(f"{name} must be {expected}, got {value}{off if value == 0 else ''}")
     return Schedule(value, False)
 
 

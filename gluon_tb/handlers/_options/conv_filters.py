@@ -40,7 +40,8 @@ def pick_conv(net: Any, layer: Optional[str] = None) -> Any:
         return conv
     conv = first_of(net, nn.Conv2D)
     if conv is None:
-        raise ValueError("the network has no Conv2D layer")
+        raise ValueError("conv_filters=True needs a Conv2D layer, and the network has none; pass "
+                         "conv_filters=False (or the name of a Conv2D)")
     return conv
 
 

@@ -59,6 +59,9 @@ def check_embeddings(value: Any) -> Optional[Embeddings]:
     if value is True:
         return Embeddings()
     if is_python_int(value):
+        if value < 1:
+            raise ValueError(f"embeddings must be None, True, a positive sample count or an Embeddings(...), "
+                             f"got {value}")
         return Embeddings(value)
     if isinstance(value, Embeddings):
         return value

@@ -104,10 +104,11 @@ def _key(k: Any, name: str) -> str:
     return check_utf8(str(k), f"{name} key")
 
 
-def check_hparams(hparam_dict: Any) -> Dict[str, HParamValue]:
-    """``{name: str | bool | int | float}`` (numpy scalars accepted) -> a normalised copy."""
-    d = _mapping(hparam_dict, "hparam_dict")
-    return {_key(k, "hparam_dict"): _hparam_value(v, f"hparam_dict[{k!r}]") for k, v in d.items()}
+def check_hparams(hparam_dict: Any, name: str = "hparam_dict") -> Dict[str, HParamValue]:
+    """``{name: str | bool | int | float}`` (numpy scalars accepted) -> a normalised copy.
+    ``name``: the argument's, for the errors (a handler's ``hparams``)."""
+    d = _mapping(hparam_dict, name)
+    return {_key(k, name): _hparam_value(v, f"{name}[{k!r}]") for k, v in d.items()}
 
 
 def check_metrics(metric_dict: Any) -> Dict[str, float]:

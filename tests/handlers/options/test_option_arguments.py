@@ -9,6 +9,27 @@ from module_setup import fit
 
 
 # ------------------------------------------------------------ TensorBoardHandler
+def test_option_checks_name_the_handlers_argument(tmp_path):
+    """Each message names the argument the user passed (not an inner one: samples, hparam_dict)."""
+    with pytest.raises(ValueError, match=r"^embeddings must be None, True, a positive sample count or an "
+                                         r"Embeddings\(\.\.\.\), got -1$"):
+        TensorBoardHandler("x", embeddings=-1)
+    with pytest.raises(TypeError, match=r"^hparams\['lr'\] must be a str, bool, int or float, got None"):
+        TensorBoardHandler("x", hparams={"lr": None})
+    with pytest.raises(ValueError, match=r"^batch_period must be a positive int or None, got 0 \(None switches it off\)$"):
+        TensorBoardHandler("x", batch_period=0)
+    from mxnet import gluon
+
+    from estimator_setup import loader, make_est
+
+    net = gluon.nn.HybridSequential()
+    net.add(gluon.nn.Dense(4))
+    net.initialize()
+    with pytest.raises(ValueError, match=r"^conv_filters=True needs a Conv2D layer, and the network has none; "
+                                         r"pass conv_filters=False \(or the name of a Conv2D\)$"):
+        make_est(net).fit(loader(), epochs=1, event_handlers=[TensorBoardHandler(str(tmp_path), conv_filters=True)])
+
+
 def test_option_checks():
     with pytest.raises(ValueError, match="histogram_period"):
         TensorBoardHandler("x", grad_health=True, histogram_period=None)
@@ -44,7 +65,7 @@ def test_option_arguments_checked_up_front():
         TensorBoardCallback("x", grad_health=True, histogram_period=None)
     with pytest.raises(ValueError, match=r"cannot stop Module.fit.*got stop=\['exploding'\]"):
         TensorBoardCallback("x", grad_health=GradHealth(stop=["exploding"]))
-    with pytest.raises(ValueError, match="histogram_period must be a positive int, got 0"):
+    with pytest.raises(ValueError, match=r"histogram_period must be a positive int, 'epoch' or None, got 0 \(None switches it off\)"):
         TensorBoardCallback("x", histogram_period=0)
     with pytest.raises(ValueError, match="histogram_period must be a positive int, 'epoch' or None"):
         TensorBoardCallback("x", histogram_period="batch")  # a str, but not 'epoch': a wrong value
