@@ -32,8 +32,8 @@ from _logs import fresh_logdir, print_how_to_open  # noqa: E402
 try:
     import gluonnlp as nlp
 except ImportError as e:  # pragma: no cover - an optional example
-    raise ImportError("this example needs gluonnlp: pip install 'gluon-tb[nlp]' "
-                      "(or pip install gluonnlp==0.10.0)") from e
+    raise ImportError("this example needs gluonnlp: pip install gluonnlp==0.10.0 "
+                      "(from gluon_tb's checkout: pip install '.[nlp]')") from e
 
 from gluon_tb import TensorBoardHandler, WordVectors  # noqa: E402
 

@@ -69,15 +69,15 @@ def _url_to_fs(url: str, storage_options: Mapping[str, Any]) -> Any:
     try:
         import fsspec.core
     except ImportError as e:
-        raise ImportError(f"logdir {url!r} is a URL, which needs fsspec: "
-                          "pip install 'gluon-tb[remote]'") from e
+        raise ImportError(f"logdir {url!r} is a URL, which needs fsspec: pip install fsspec "
+                          "(from gluon_tb's checkout: pip install '.[remote]')") from e
     protocol = URL.match(url).group(1)  # type: ignore[union-attr]
     try:
         return fsspec.core.url_to_fs(url, **storage_options)
     except ImportError as e:
-        extra = "s3" if protocol in ("s3", "s3a") else "remote"
-        raise ImportError(f"logdir {url!r} needs fsspec's backend for {protocol}:// "
-                          f"({e}); for s3://: pip install 'gluon-tb[{extra}]'") from e
+        hint = "pip install s3fs (from gluon_tb's checkout: pip install '.[s3]')" if protocol in ("s3", "s3a") \
+            else "install the fsspec implementation its error names"
+        raise ImportError(f"logdir {url!r} needs fsspec's backend for {protocol}:// ({e}); {hint}") from e
     except ValueError as e:
         raise ValueError(f"logdir {url!r}: fsspec cannot open it ({e})") from e
 
