@@ -284,7 +284,7 @@ def test_url_errors_are_clear(monkeypatch, tmp_path):
         SummaryWriter("nosuchprotocol://bucket/run")
     monkeypatch.setitem(sys.modules, "fsspec", None)
     monkeypatch.setitem(sys.modules, "fsspec.core", None)
-    with pytest.raises(ImportError, match=r"gluon-tb\[remote\]"):
+    with pytest.raises(ImportError, match=r"needs fsspec: pip install fsspec \(from gluon_tb's checkout: pip install '\.\[remote\]'\)"):
         SummaryWriter("memory://x")
     with SummaryWriter("file://" + str(tmp_path)) as w:  # file:// is the local path
         w.add_scalar("x", 1.0, 1)
