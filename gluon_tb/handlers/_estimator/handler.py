@@ -39,6 +39,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 from mxnet.gluon.contrib.estimator.event_handler import BatchBegin, BatchEnd, EpochBegin, EpochEnd, TrainBegin, TrainEnd
 
 from ...writer import SummaryWriter
+from ...writer._common.arrays import Mean
 from ...writer._common.checks import check_bool, check_logdir
 from .._common.checks import (ParamFilter, check_choice, check_hparams, check_positive_int, check_positive_int_or_none,
                               check_positive_number, check_start, param_selector)
@@ -82,9 +83,9 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
     run, after the first batch (not by a ``fit`` that continues a training: its first process
     logged it); ``first_batch``, the first inputs of every epoch as one image grid.
     Run ``<logdir>/train_batch`` (step: the global batch index from 0 across epochs):
-    ``batch_loss`` (the mean of the loss values the batch processor returned for the batch) and
-    ``batch_<metric>`` (the metric over the batches since the previous point: with
-    ``batch_period=1`` the batch alone) every ``batch_period`` batches; histograms
+    ``batch_loss`` (the mean of the loss values the batch processor returned for the batches
+    since the previous point: with ``batch_period=1`` the batch alone) and ``batch_<metric>`` (the
+    metric over the same batches) every ``batch_period`` batches; histograms
     ``gradients/<param>`` (the batch's gradient as backward produced it, summed over devices,
     taken when ``fit_batch`` returns: before any handler clips or scales it and before the
     optimizer step) and ``weights/<param>`` (after that batch's update) on the
@@ -189,6 +190,9 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
         self._taps: List[Wrap] = []
         self._windows = BatchMetrics()  # (no "metric" in the name: MXNet checks such attributes)
         self._waits = InputWait(self._out)
+        #: with batch_period=k > 1, the losses since the previous batch_loss point, added up by the
+        #: writer thread as it reads them (each batch's into it, and into the epoch's loss)
+        self._loss_window: Optional[Mean] = Mean([], (0.0, 0)) if (self._every.every or 1) > 1 else None
         #: whether the wait for a batch ends at our batch_begin and starts at our batch_end (else
         #: at the first batch_begin and the last batch_end handler of the fit: _time_the_gaps)
         self._gaps_end_here = (True, True)
@@ -280,10 +284,17 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
         usable = self._epochs.see_batch(estimator, losses, batch)
         due = self._every.due(k)
         into = self._epochs.loss_into  # the epoch's loss, added up by the writer thread
-        if losses and usable and (due or into is not None):
+        window = self._loss_window
+        if losses and usable and window is not None:  # batch_period=k: the k batches since the last point
+            self._out.later(TRAIN_BATCH, None, list(losses), k, window if into is None else (into, window))
+            if due:
+                self._out.later(TRAIN_BATCH, "batch_loss", window, k)  # read after the batch's losses
+        elif losses and usable and (due or into is not None):
             # the loss arrays are fresh outputs, read by the writer thread as they are. Not due:
             # only added into the epoch's loss (no event). Queued a block of batches at a time
             self._out.later(TRAIN_BATCH, "batch_loss" if due else None, list(losses), k, into)
+        if due and window is not None:
+            self._loss_window = Mean([], (0.0, 0))
         if due:
             for tag, v in self._windows.take(estimator.train_metrics, skip_loss=bool(losses) and usable):
                 self._out.later(TRAIN_BATCH, f"batch_{tag}", v, k)

@@ -6,7 +6,7 @@ MXNet's engine: they run on the writer thread, never on the training thread.
 """
 from __future__ import annotations
 
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -90,10 +90,11 @@ class Mean:
     several such arrays: a handler's loss sums). ``add_scalar`` and ``add_hparams`` queue a Mean
     as it is, unread.
 
-    ``into``: another Mean (``Mean([], (0.0, 0))``, a running sum) that the sum and count of this
-    one are added to when it is read, once: a handler's epoch loss is the sum of the batch losses
-    the writer thread reads for ``batch_loss`` anyway, read by ``float()`` of that running Mean
-    queued after them. A Mean without values reads as NaN.
+    ``into``: another Mean (``Mean([], (0.0, 0))``, a running sum), or a tuple of them, that the sum
+    and count of this one are added to when it is read, once: a handler's epoch loss is the sum of
+    the batch losses the writer thread reads for ``batch_loss`` anyway, read by ``float()`` of that
+    running Mean queued after them (and ``batch_loss`` with ``batch_period=k``, the window of batches
+    since the previous point, another). A Mean without values reads as NaN.
 
     Example::
 
@@ -103,7 +104,8 @@ class Mean:
 
     __slots__ = ("parts", "known", "into", "read")
 
-    def __init__(self, parts: List[tuple], known: tuple, into: Optional["Mean"] = None) -> None:
+    def __init__(self, parts: List[tuple], known: tuple,
+                 into: Union[None, "Mean", Tuple["Mean", ...]] = None) -> None:
         self.parts = parts  # [(NDArray, element count, whether it holds the mean already)]
         self.known = known  # (sum, count) of the host values (numbers, numpy arrays) among them
         self.into = into
@@ -126,5 +128,6 @@ class Mean:
         into = self.into
         if into is not None:  # added once, even if read again
             self.into = None
-            into.known = (into.known[0] + total, into.known[1] + count)
+            for target in into if isinstance(into, tuple) else (into,):
+                target.known = (target.known[0] + total, target.known[1] + count)
         return total / count if count else float("nan")

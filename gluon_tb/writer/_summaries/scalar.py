@@ -6,7 +6,7 @@ or a :class:`Mean`), never a host read on the caller's thread.
 """
 from __future__ import annotations
 
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -16,7 +16,7 @@ from .._common.checks import as_float, describe
 _UNREDUCED_MAX = 1 << 16  # add_mean(copy=False) reads arrays up to this size on the worker
 
 
-def mean_of(values: Any, copy: bool = True, into: Optional[Mean] = None) -> Any:
+def mean_of(values: Any, copy: bool = True, into: Union[None, Mean, Tuple[Mean, ...]] = None) -> Any:
     """Check ``values`` of ``add_mean``; returns a float or a :class:`Mean`. ``into``: the
     Mean's sum and count are added to that running Mean when it is read (a Mean is returned
     then, even of host values alone)."""

@@ -285,6 +285,40 @@ class StepBySamples(GradientUpdateHandler):
         return False
 
 
+class BatchLosses(BatchEnd):
+    """Every batch's loss values, as the batch processor returned them (read on the host here)."""
+
+    def __init__(self):
+        self.batches = []
+
+    def batch_end(self, estimator, *args, **kwargs):
+        loss = kwargs["loss"]
+        self.batches.append(np.concatenate([l.asnumpy().reshape(-1) for l in
+                                            (loss if isinstance(loss, (list, tuple)) else [loss])]))
+        return False
+
+
+@pytest.mark.parametrize("loss_metric", [False, True], ids=["summed-by-the-handler", "with-a-Loss-metric"])
+def test_batch_loss_with_a_period_is_the_mean_over_the_batches_since_the_previous_point(tmp_path, loss_metric):
+    """batch_period=4 over 2 epochs of 6 batches: points at 0, 4, 8 are the mean of every loss value of
+    batches {0}, {1..4}, {5..8} (across the epoch boundary, as batch_<metric>'s windows), not of the one
+    batch at the point; the epoch's loss stays the mean of its own batches."""
+    rec = BatchLosses()
+    metrics = [mx.metric.Accuracy()] + ([mx.metric.Loss()] if loss_metric else [])
+    make_est(make_net(), metrics=metrics).fit(data(), epochs=2,
+                                              event_handlers=[handler(tmp_path, batch_period=4), rec])
+    assert len(rec.batches) == 12
+    windows = [[0], [1, 2, 3, 4], [5, 6, 7, 8]]
+    want = [float(np.mean(np.concatenate([rec.batches[b] for b in w]))) for w in windows]
+    got = read(tmp_path, "batch_loss")
+    assert [s for s, _ in got] == [0, 4, 8]
+    assert all(close(g, w) for (_, g), w in zip(got, want)), (got, want)
+    assert not close(got[1][1], float(np.mean(rec.batches[4])))  # not the batch at the point
+    epochs = [float(np.mean(np.concatenate(rec.batches[e * 6:(e + 1) * 6]))) for e in range(2)]
+    got = read(tmp_path, "epoch_loss")
+    assert [s for s, _ in got] == [0, 1] and all(close(g, w) for (_, g), w in zip(got, epochs)), (got, epochs)
+
+
 def test_float_losses_are_logged_for_what_they_are(tmp_path):
     net = make_net()
     bp = FloatLoss()
