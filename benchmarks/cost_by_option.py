@@ -1,7 +1,7 @@
 """Where an every-option fit's overhead goes: CPU and wall time per batch, by option and by thread.
 
     benchmarks/.venv/bin/python benchmarks/cost_by_option.py [rounds=8] [variants=full,nohist,nohealth,noconv]
-    benchmarks/.venv/bin/python benchmarks/cost_by_option.py config=sweep vocab=7800 [variants=full,nohist,nograph]
+    benchmarks/.venv/bin/python benchmarks/cost_by_option.py config=sweep vocab=7800 [variants=full,nohist,bare]
 
 Each variant runs in a fresh process: the ``alloptions`` fit of ``_fit.py`` (histograms and
 grad_health every batch, conv filters and feature maps every epoch, images, graph, hparams),
@@ -16,9 +16,10 @@ CPU that logging takes anywhere is taken from them, and the per-thread split say
 goes. CPU is also the steadier measure: the wall overhead of one process of 10 rounds has
 ranged from +1% to +12% on the same code, its CPU about half as widely.
 
-Variants: ``full`` (``ALL_OPTIONS``), ``nohist`` (no histograms, so no grad_health either:
-it reads the gradients at the histograms' hook), ``nohealth`` (histograms, no grad_health),
-``noconv`` (no conv filters or feature maps).
+Variants: ``full`` (``ALL_OPTIONS``; for ``config=sweep`` the default handler), ``nohist`` (no
+histograms, so no grad_health either: it reads the gradients at the histograms' hook), ``nohealth``
+(histograms, no grad_health), ``noconv`` (no conv filters or feature maps), ``nograph``, ``bare``
+(the epoch values alone: no batch values, histograms, graph, images or hparams).
 """
 from __future__ import annotations
 
@@ -36,7 +37,9 @@ from typing import Dict, List
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 VARIANTS = {"full": {}, "nohist": {"histogram_period": None, "grad_health": False},
-            "nohealth": {"grad_health": False}, "noconv": {"conv_filters": False}, "nograph": {"graph": False}}
+            "nohealth": {"grad_health": False}, "noconv": {"conv_filters": False}, "nograph": {"graph": False},
+            "bare": {"batch_period": None, "histogram_period": None, "grad_health": False, "conv_filters": False,
+                     "graph": False, "images": False, "hparams": None}}
 EPOCHS = 3
 
 
