@@ -17,9 +17,9 @@ import weakref
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, TypeVar, Union
 
 from ._common.arrays import Mean
-from ._common.keywords import known_keywords
 from ._common.checks import (MAX_TAG_LEN, as_float, check_seconds, check_step, check_tag, check_walltime,
                              describe)
+from ._common.keywords import known_keywords
 from ._format import proto as _proto
 from ._io import lifecycle as _lifecycle
 from ._io.items import Action, Summary, payload_nbytes

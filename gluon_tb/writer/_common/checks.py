@@ -288,10 +288,7 @@ def _no_file_in_the_way(path: str, name: str) -> None:
     Anything else the OS may refuse (permissions, a missing mount) is left to the first write."""
     at = os.path.abspath(path)
     while True:
-        try:
-            is_dir = os.path.isdir(at) if os.path.exists(at) else None
-        except OSError:  # pragma: no cover - exists() and isdir() return False rather than raise
-            return
+        is_dir = os.path.isdir(at) if os.path.exists(at) else None  # (neither raises: False instead)
         if is_dir is False:
             what = "it is a file" if at == os.path.abspath(path) else f"{at!r} is a file"
             raise ValueError(f"{name} must be a directory (or a path where one can be made), got {path!r}: {what}")
