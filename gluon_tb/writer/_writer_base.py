@@ -82,6 +82,8 @@ class WriterBase:
         # each for_run run's embeddings, kept here: a writer of for_run may be dropped and made again
         self._run_projectors: Dict[str, List[Any]] = {}
         self._made_runs: Set[str] = set()  # every run for_run made (their own export keys)
+        self._earlier_files: Dict[Optional[str], List[str]] = {}  # event files before a reopen, by run
+        self._export_from: Dict[str, int] = {}  # clear_scalar_dict: where export reads each file from
         self._before_exit: Optional[Callable[[], None]] = None  # see _on_exit
         if self._MAKE_LOGDIR_NOW:
             output.make_logdir()
@@ -236,7 +238,7 @@ class WriterBase:
                                 "or add_histogram")
             value = {value[0]: value[1]}
         runs = [(self._curve_run(check_run_name(tag, "tag") + "/" + check_run_name(name, "value name"),
-                                 "value name"), self._number(v))
+                                 "value name"), self._number(v, f"value[{name!r}]"))
                 for name, v in value.items()]  # every name and value checked before any is queued
         for run, v in runs:
             self._put_scalar(run, tag, v, global_step, walltime)
@@ -257,7 +259,7 @@ class WriterBase:
         base = main_tag.replace("/", "_")
         runs = [(self._curve_run(check_run_name(base + "_" + check_run_name(name, "tag_scalar_dict key"),
                                                 "main_tag"), "tag_scalar_dict key"),
-                 self._number(v)) for name, v in tag_scalar_dict.items()]  # all checked before any is queued
+                 self._number(v, f"tag_scalar_dict[{name!r}]")) for name, v in tag_scalar_dict.items()]  # all checked first
         for run, v in runs:
             self._put_scalar(run, main_tag, v, global_step, wall)
 
@@ -268,9 +270,10 @@ class WriterBase:
         return run
 
     @staticmethod
-    def _number(value: Any) -> Any:
-        """A scalar's value checked: a float, or what the worker turns into one (an NDArray)."""
-        return as_float(value, "value") if type(value) in (int, float) else scalar_value(value)
+    def _number(value: Any, name: str = "value") -> Any:
+        """A scalar's value checked: a float, or what the worker turns into one (an NDArray).
+        ``name``: the argument's, for the errors (a dict's entry: ``tag_scalar_dict['b']``)."""
+        return as_float(value, name) if type(value) in (int, float) else scalar_value(value, name)
 
     def _put_scalar(self, run: Optional[str], tag: Optional[str], value: Any, global_step: Any, walltime: Any) -> None:
         """Queue a checked value (a float, or what the worker turns into one with ``float()``)."""
@@ -342,17 +345,18 @@ class WriterBase:
 
     # ------------------------------------------------------------ mxboard extras
     def export_scalars(self, path: str) -> None:
-        """Write every scalar this writer logged so far to a JSON file
+        """Write every scalar this writer logged so far (since :meth:`clear_scalar_dict`, if
+        called; before and after a :meth:`reopen`; also once closed) to a JSON file
         ``{key: [[wall_time, step, value], ...]}`` with mxboard's keys:
         ``<logdir>/<tag>`` for ``add_scalar(tag, number)``, ``<logdir>/<tag>/<name>``
         for each curve of ``add_scalar(tag, (name, value))`` or ``{name: value}``
         (``<logdir>`` as :meth:`get_logdir` returns it; ``add_scalars`` curves:
         ``<logdir>/<main_tag>_<name>``). A step not given is 0 (mxboard wrote ``null``).
-        Read back from the event files, so keeping it costs no memory."""
+        Read back from the event files, so keeping it costs no memory: values are the
+        float32 the files hold, steps ints."""
         from ._io.readback import export_scalars
 
-        self.flush()
-        paths = self._p.event_paths()
+        paths, start = self._written_files()
         root = self._parent if self._parent is not None else self
         made: Set[Optional[str]] = set(root._made_runs)
         if self._run is not None:  # this writer's run and those under it, named from it
@@ -366,10 +370,26 @@ class WriterBase:
 
             paths = {relative(r): f for r, f in paths.items() if mine(r)}
             made = {relative(r) for r in root._made_runs if mine(r)}
-        export_scalars(self._logdir, paths, path, made)
+        export_scalars(self._logdir, paths, path, made, start)
 
     def clear_scalar_dict(self) -> None:
-        """Kept for mxboard compatibility: nothing is held in memory to clear."""
+        """Forget the scalars logged so far for :meth:`export_scalars` (mxboard's): it exports
+        what is logged after this call. The event files keep everything. On a writer of
+        :meth:`for_run`, it clears for the writer it came from and all its runs."""
+        paths, _ = self._written_files()
+        root = self._parent if self._parent is not None else self
+        root._export_from = {f: os.path.getsize(f) for files in paths.values() for f in files if os.path.exists(f)}
+
+    def _written_files(self) -> Tuple[Dict[Optional[str], List[str]], Dict[str, int]]:
+        """Every event file of the writer (this one and the ones before a reopen), by run, with
+        everything logged on disk (flushed when open); and where export starts in each."""
+        if not self._closed:
+            self.flush()
+        root = self._parent if self._parent is not None else self
+        paths: Dict[Optional[str], List[str]] = {r: list(f) for r, f in root._earlier_files.items()}
+        for r, files in self._p.event_paths().items():
+            paths.setdefault(r, []).extend(f for f in files if f not in paths[r])
+        return paths, root._export_from
 
     # ------------------------------------------------------------ lifetime
     def flush(self, fsync: bool = False) -> None:
@@ -450,6 +470,12 @@ class WriterBase:
         with self._close_lock:
             if not self._closed:
                 return
+            try:  # export_scalars reads these too
+                for r, files in self._p.event_paths().items():
+                    kept = self._earlier_files.setdefault(r, [])
+                    kept.extend(f for f in files if f not in kept)
+            except NotImplementedError:  # a URL log directory: nothing is read back
+                pass
             self._p = self._p.reopened()
             self._closed = False
             for view in list(self._views.values()):  # they share the new queue

@@ -95,7 +95,7 @@ ROWS = [
     ("step-past-int64-histogram", lambda w: w.add_histogram("h", np.ones(3), 2**64), REJECT,
      (ValueError, "global_step")),
     ("scalar-int-past-float64", lambda w: w.add_scalar("x", 10**400, 1), REJECT, (ValueError, "value")),
-    ("scalars-int-past-float64", lambda w: w.add_scalars("m", {"a": 10**400}, 1), REJECT, (ValueError, "value")),
+    ("scalars-int-past-float64", lambda w: w.add_scalars("m", {"a": 10**400}, 1), REJECT, (ValueError, r"tag_scalar_dict\[.a.\] must be a number within float64.s range")),
     ("scalar-big-int", lambda w: w.add_scalar("x", 2**70, 1), ACCEPT,
      lambda d: readback.scalars(d, ".", "x") == [(1, float(2**70))]),
     ("hparam-int-past-float64", lambda w: w.add_hparams({"lr": 10**400}, {"m": 1.0}), REJECT,
@@ -113,6 +113,14 @@ ROWS = [
      (ValueError, "hparam_dict")),
     ("named-scalar-surrogate", lambda w: w.add_scalar("m", {"a\udc80": 1.0}, 1), REJECT,
      (ValueError, "value name")),
+    ("scalars-entry-named", lambda w: w.add_scalars("m", {"a": 1.0, "b": "bad"}, 1), REJECT,
+     (TypeError, r"^tag_scalar_dict\['b'\] must be a number, got str 'bad'$")),
+    ("named-scalar-entry-named", lambda w: w.add_scalar("m", {"a": 1.0, "b": None}, 1), REJECT,
+     (TypeError, r"^value\['b'\] must be a number, got NoneType None$")),
+    ("scalar-numpy-complex", lambda w: w.add_scalar("m", np.complex64(1 + 2j), 1), REJECT,
+     (TypeError, r"^value must be a real number, got complex64 \(1\+2j\)$")),
+    ("scalar-complex", lambda w: w.add_scalar("m", 1 + 2j, 1), REJECT,
+     (TypeError, r"^value must be a real number, got complex \(1\+2j\)$")),
     ("scalar-two-numbers", lambda w: w.add_scalar("m", [1.0, 2.0], 1), REJECT,
      (TypeError, r"value must be a number, a \(name, value\) pair with a str name or a \{name: value\} dict, "
                  r"got list \[1.0, 2.0\]; several values of one tag: add_scalars, or add_histogram")),
@@ -244,7 +252,7 @@ def test_add_scalars_with_one_bad_key_queues_none_of_them(tmp_path):
         w.add_scalars("m", {"a": 1.0, "k" * 300: 2.0}, 1)
     with pytest.raises(ValueError, match="value name must fit"):
         w.add_scalar("n", {"a": 1.0, "v" * 300: 2.0}, 1)
-    with pytest.raises(TypeError, match="value"):
+    with pytest.raises(TypeError, match=r"tag_scalar_dict\[.b.\] must be a number"):
         w.add_scalars("m", {"a": 1.0, "b": "two"}, 1)
     w.add_scalar("sentinel", 1.0, 0)
     w.close()

@@ -216,6 +216,21 @@ def test_export_scalars_of_a_run_has_its_own_curves_named_from_it(tmp_path):
     assert json.loads(out.read_text()) == {f"{run}/loss": [[10.0, 1, 1.0]], f"{run}/acc/top1": [[11.0, 1, 0.5]]}
 
 
+def test_the_roots_export_keys_a_runs_named_curves_as_the_runs_own_export_does(tmp_path):
+    d = str(tmp_path / "logs")
+    with SummaryWriter(d) as sw:
+        train = sw.for_run("train")
+        train.add_scalar("acc", {"top1": 0.5}, 1, walltime=10.0)
+        train.add_scalars("lr", {"g0": 0.25}, 1, walltime=11.0)
+        train.add_scalar("loss", 2.0, 1, walltime=12.0)
+        sw.export_scalars(str(tmp_path / "root.json"))
+        train.export_scalars(str(tmp_path / "run.json"))
+    run = os.path.join(d, "train")
+    want = {f"{run}/acc/top1": [[10.0, 1, 0.5]], f"{run}/lr_g0": [[11.0, 1, 0.25]], f"{run}/loss": [[12.0, 1, 2.0]]}
+    assert json.loads((tmp_path / "run.json").read_text()) == want
+    assert json.loads((tmp_path / "root.json").read_text()) == {k.replace(run, d + "/train"): v for k, v in want.items()}
+
+
 def test_export_keys_of_a_run_whose_name_starts_with_its_tag(tmp_path):
     """``for_run("acc_val")``'s tag ``acc`` is keyed ``<logdir>/acc_val/acc``: not taken for a curve of
     ``add_scalars("acc", {"val": ...})`` (``<logdir>/acc_val``), which the root's own ``acc_val`` tag is

@@ -255,6 +255,39 @@ def test_export_scalars_reads_back_what_was_written(tmp_path):
                     base + "/g/h/z": [[13.0, 3, 4.0]], base + "/m_n_p": [[14.0, 4, 5.0]]}
 
 
+def test_export_scalars_reads_every_file_of_the_writer_also_once_closed(tmp_path):
+    """What was logged before a close and reopen is exported too (each run's older event files), and
+    a closed writer exports (mxboard's export after a with block) instead of raising."""
+    d = str(tmp_path / "logs")
+    sw = SummaryWriter(d)
+    sw.add_scalar("loss", 1.0, 1, walltime=10.0)
+    sw.add_scalar("c", {"n": 1.0}, 1, walltime=10.0)
+    sw.close()
+    sw.reopen()
+    sw.add_scalar("loss", 2.0, 2, walltime=20.0)
+    sw.add_scalar("c", {"n": 2.0}, 2, walltime=20.0)
+    sw.export_scalars(str(tmp_path / "open.json"))
+    sw.close()
+    sw.export_scalars(str(tmp_path / "closed.json"))
+    want = {d + "/loss": [[10.0, 1, 1.0], [20.0, 2, 2.0]], d + "/c/n": [[10.0, 1, 1.0], [20.0, 2, 2.0]]}
+    assert json.loads((tmp_path / "open.json").read_text()) == want
+    assert json.loads((tmp_path / "closed.json").read_text()) == want
+    assert len([f for f in os.listdir(d) if f.startswith("events.out.tfevents.")]) == 2
+
+
+def test_clear_scalar_dict_exports_only_what_comes_after(tmp_path):
+    d = str(tmp_path / "logs")
+    with SummaryWriter(d) as sw:
+        sw.add_scalar("a", 1.0, 1, walltime=10.0)
+        sw.add_scalar("c", {"n": 1.0}, 1, walltime=10.0)
+        sw.clear_scalar_dict()
+        sw.add_scalar("b", 2.0, 2, walltime=20.0)
+        sw.add_scalar("c", {"n": 2.0}, 2, walltime=20.0)
+        sw.export_scalars(str(tmp_path / "s.json"))
+    assert json.loads((tmp_path / "s.json").read_text()) == {d + "/b": [[20.0, 2, 2.0]], d + "/c/n": [[20.0, 2, 2.0]]}
+    assert readback.scalars(d, ".", "a") == [(1, 1.0)]  # the event files keep everything
+
+
 def test_export_scalars_keeps_the_logdir_as_given(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with SummaryWriter("logs/") as w:  # relative, trailing slash: mxboard joins with '/'

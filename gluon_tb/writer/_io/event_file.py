@@ -79,6 +79,7 @@ class EventFile:
         self.directory = directory
         self.suffix = filename_suffix
         self.path: Optional[str] = None
+        self.paths: List[str] = []  # every file this one opened, in order (a new one after a failure)
         self._fd: Optional[int] = None
         self._size = 0
         self._look = look_for_others  # warn when another writer appends here (neighbours.py)
@@ -114,6 +115,7 @@ class EventFile:
             except OSError:
                 pass
             raise
+        self.paths.append(path)
         if self._key is None:
             self._key = _neighbours.opened(self.directory)
         if self._look:

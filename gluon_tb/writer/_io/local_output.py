@@ -133,8 +133,8 @@ class LocalOutput:
     def resumed(self, run: Optional[str]) -> None:
         self._resumed.add(run)
 
-    def event_paths(self, files: Mapping[Optional[str], Any]) -> Dict[Optional[str], str]:
-        return {run: f.path for run, f in list(files.items()) if f.path}  # list(): beside the worker
+    def event_paths(self, files: Mapping[Optional[str], Any]) -> Dict[Optional[str], List[str]]:
+        return {run: list(f.paths) for run, f in list(files.items()) if f.paths}  # list(): beside the worker
 
     def abandon(self) -> None:
         """Nothing to stop: a local write does not wait on anyone."""

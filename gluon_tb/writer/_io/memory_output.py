@@ -139,7 +139,7 @@ class MemoryOutput:
             staged[rel] = bytes(data)
         self.files.update(staged)
 
-    def event_paths(self, files: Mapping[Optional[str], object]) -> Dict[Optional[str], str]:
+    def event_paths(self, files: Mapping[Optional[str], object]) -> Dict[Optional[str], List[str]]:
         raise NotImplementedError(f"reading event files back needs a local logdir, got {self.logdir!r}")
 
     def abandon(self) -> None:

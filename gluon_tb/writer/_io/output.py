@@ -84,8 +84,8 @@ class Output(Protocol):
     def write_files(self, files: Mapping[str, Union[bytes, memoryview]]) -> None:
         """Write every ``{relpath: data}`` under the log directory: all of them, or none."""
 
-    def event_paths(self, files: Mapping[Optional[str], EventOutput]) -> Dict[Optional[str], str]:
-        """``{run: local path}`` of ``files`` that were written, for reading them back."""
+    def event_paths(self, files: Mapping[Optional[str], EventOutput]) -> Dict[Optional[str], List[str]]:
+        """``{run: local paths}`` of the event files ``files`` opened (in order), for reading them back."""
 
     def abandon(self) -> None:
         """``close()`` gave up waiting: make every later request fail at once."""

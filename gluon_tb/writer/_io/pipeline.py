@@ -32,7 +32,7 @@ import collections
 import logging
 import threading
 import time
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, List, Optional, Union
 
 from .items import Action, ScalarItem, Summary, Sync
 from .._common.threads import BACKGROUND_NICE, batch_scheduling, start_batch_thread
@@ -410,7 +410,7 @@ class Pipeline:
         self._output.resumed(run)
 
     # ------------------------------------------------------------ lifecycle
-    def event_paths(self) -> Dict[Optional[str], str]:
+    def event_paths(self) -> Dict[Optional[str], List[str]]:
         return self._output.event_paths(self._worker.files)
 
     def after_fork_in_child(self) -> None:

@@ -6,7 +6,7 @@ which an object store replaces atomically.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional, Union
+from typing import Any, Dict, List, Mapping, Optional, Union
 
 from .remote import RemoteEventFile, RemoteWriteError, Store
 from .remote_options import RemoteOptions
@@ -49,7 +49,7 @@ class RemoteOutput:
         for rel, data in files.items():
             self.store.put_file(rel, data if isinstance(data, bytes) else bytes(data))
 
-    def event_paths(self, files: Mapping[Optional[str], Any]) -> Dict[Optional[str], str]:
+    def event_paths(self, files: Mapping[Optional[str], Any]) -> Dict[Optional[str], List[str]]:
         raise NotImplementedError(f"reading event files back needs a local logdir, got {self.logdir!r}")
 
     def abandon(self) -> None:

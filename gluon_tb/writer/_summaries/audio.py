@@ -37,7 +37,8 @@ class AudioPayload(NamedTuple):
 
 
 def capture_audio(audio: Any, sample_rate: Number = 44100) -> AudioPayload:
-    """Check and copy a clip: ``(frames,)``, ``(frames, 1|2)`` or ``(1|2, frames>2)``.
+    """Check and copy a clip: ``(frames,)``, ``(frames, 1|2)`` or ``(1|2, frames>2)``, or any
+    shape that is one of those without its axes of length 1 (mxboard squeezed the array).
 
     ``sample_rate`` is a number of samples per second, at least 1 (it is
     rounded to an int in the WAV header). Values are clipped to [-1, 1].
@@ -48,6 +49,9 @@ def capture_audio(audio: Any, sample_rate: Number = 44100) -> AudioPayload:
         raise ValueError(f"sample_rate must be a number from 1 to {MAX_SAMPLE_RATE}, "
                          f"got {sample_rate!r}")
     x, shape = check_array(audio, "audio")
+    if len(shape) > 2 and sum(d != 1 for d in shape) <= 2:  # (1, 1, frames) and the like: squeezed, as mxboard's
+        shape = tuple(d for d in shape if d != 1) or (1,)
+        x = x.reshape(shape)
     channels_first = False
     if len(shape) == 2:
         if shape[0] in (1, 2) and shape[1] > 2:

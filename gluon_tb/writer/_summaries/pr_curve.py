@@ -17,7 +17,7 @@ Otherwise numpy computes the same buckets (tests compare the two).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any, Tuple, Union
 
 import numpy as np
 
@@ -78,9 +78,9 @@ def capture_pr_curve(labels: Any, predictions: Any, num_thresholds: int = 127,
             weights = _take(weights, "weights")
             if np.dtype(weights.dtype).kind not in "iuf":
                 raise TypeError(f"weights must be a number or a numeric array, got {describe(weights)}")
-            if weights.size != predictions.size:
-                raise ValueError(f"weights must have as many elements as predictions "
-                                 f"({predictions.size}), got {describe(weights)}")
+            if weights.size != predictions.size and not _broadcasts(tuple(weights.shape), tuple(labels.shape)):
+                raise ValueError(f"weights must be a number or an array broadcastable to labels "
+                                 f"{tuple(labels.shape)} (as mxboard's), got {describe(weights)}")
     if isinstance(predictions, np.ndarray):
         _check_predictions(predictions)
     if isinstance(labels, np.ndarray):
@@ -119,13 +119,21 @@ def _check_labels(labels: np.ndarray) -> None:
         raise ValueError(f"labels must be bool or 0/1, got a value {bad!r}")
 
 
+def _broadcasts(shape: Tuple[int, ...], to: Tuple[int, ...]) -> bool:
+    """Whether an array of ``shape`` broadcasts to ``to`` (numpy's rules)."""
+    if len(shape) > len(to):
+        return False
+    return all(a in (1, b) for a, b in zip(shape[::-1], to[::-1]))
+
+
 def pr_curve_data(labels: np.ndarray, predictions: np.ndarray, num_thresholds: int,
                   weights: Union[None, float, np.ndarray] = None) -> np.ndarray:
     """The ``[6, num_thresholds]`` float32 array TensorBoard's ``pr_curve.summary.pb`` makes."""
-    labels = np.asarray(labels).reshape(-1)
+    labels = np.asarray(labels)
+    w = 1.0 if weights is None else (weights if isinstance(weights, float) else
+                                      np.broadcast_to(np.asarray(weights, dtype=np.float64), labels.shape).reshape(-1))
+    labels = labels.reshape(-1)
     predictions = np.asarray(predictions).reshape(-1)
-    w = 1.0 if weights is None else (weights if isinstance(weights, float)
-                                      else np.asarray(weights, dtype=np.float64).reshape(-1))
     idx = np.floor(predictions * (num_thresholds - 1)).astype(np.int32)
     float_labels = labels.astype(np.float64)
     tp_buckets = np.bincount(idx, weights=float_labels * w, minlength=num_thresholds)

@@ -61,7 +61,7 @@ def check_mean_part(dtype: np.dtype, size: int, a: Any) -> None:
         raise ValueError(f"values must be non-empty arrays, got {describe(a)}")
 
 
-def scalar_value(value: Any) -> Any:
+def scalar_value(value: Any, name: str = "value") -> Any:
     """Validate a non-float scalar; returns a float, or an NDArray copy (or a :class:`Mean`) read later."""
     if type(value) is Mean:  # made for the writer thread to read: queued as it is
         return value
@@ -71,19 +71,21 @@ def scalar_value(value: Any) -> Any:
         return float(value)
     if isinstance(value, np.ndarray):
         if value.dtype.kind not in "biuf":  # str, object, complex: not a number (as add_histogram's values)
-            raise TypeError(f"value must be a single number, got {describe(value)}")
+            raise TypeError(f"{name} must be a single number, got {describe(value)}")
         if value.size != 1:
-            raise ValueError(f"value must be a single number, got {describe(value)}")
+            raise ValueError(f"{name} must be a single number, got {describe(value)}")
         return float(value.reshape(-1)[0])
     if is_ndarray(value):
         if value.size != 1:
-            raise ValueError(f"value must be a single number, got {describe(value)}")
+            raise ValueError(f"{name} must be a single number, got {describe(value)}")
         try:
             return value.copy()  # queued on MXNet's engine; read by the writer thread
         except Exception:  # 0-d mx.np arrays without npx.set_np(): no op accepts them
             return float(value.asnumpy().reshape(-1)[0])
+    if isinstance(value, (complex, np.complexfloating)):  # float() would drop the imaginary part
+        raise TypeError(f"{name} must be a real number, got {describe(value)}")
     if isinstance(value, (str, bytes)) or not hasattr(value, "__float__"):
-        raise TypeError(f"value must be a number, got {describe(value)}")
+        raise TypeError(f"{name} must be a number, got {describe(value)}")
     if isinstance(value, int):
-        return as_float(value, "value")
+        return as_float(value, name)
     return float(value)

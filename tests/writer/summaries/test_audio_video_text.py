@@ -54,6 +54,17 @@ def test_audio_roundtrip(tmp_path, shape, transpose):
     np.testing.assert_array_equal(frames, pcm(want))
 
 
+@pytest.mark.parametrize("shape,squeezed,transpose", [
+    ((1, 1, 100), (100, 1), False), ((100, 1, 1), (100, 1), False), ((1, 2, 100), (2, 100), True),
+    ((1, 100, 2, 1), (100, 2), False),
+])
+def test_audio_of_a_shape_that_squeezes_to_a_clip_as_mxboards(tmp_path, shape, squeezed, transpose):
+    x = np.random.default_rng(1).uniform(-1, 1, shape).astype(np.float32)
+    _, _, frames = read_wav(tmp_path, x)
+    want = x.reshape(squeezed)
+    np.testing.assert_array_equal(frames, pcm(want.T if transpose else want))
+
+
 def test_audio_fields_and_copy(tmp_path):
     x = np.zeros((50, 2))
     with SummaryWriter(str(tmp_path)) as w:

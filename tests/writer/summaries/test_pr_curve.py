@@ -78,6 +78,23 @@ def test_scalar_weight_and_shapes(tmp_path):
     np.testing.assert_array_equal(got, tb_expected(labels.ravel(), preds.ravel(), 5, 2.0))
 
 
+def test_weights_broadcast_to_labels_as_mxboards_do(tmp_path):
+    """mxboard's weights: 'broadcastable to labels': a 0-d array, one per column; a shape that does
+    not broadcast is a ValueError naming weights and labels' shape."""
+    labels = np.array([[True, False], [True, True], [False, False]])
+    preds = np.array([[0.8, 0.3], [0.1, 1.0], [0.5, 0.6]])
+    got = logged(tmp_path / "a", labels, preds, 5, np.array(2.0))
+    np.testing.assert_array_equal(got, tb_expected(labels.ravel(), preds.ravel(), 5, 2.0))
+    per_column = np.array([1.0, 3.0])
+    got = logged(tmp_path / "b", labels, preds, 5, per_column)
+    np.testing.assert_array_equal(got, tb_expected(labels.ravel(), preds.ravel(), 5,
+                                                   np.broadcast_to(per_column, labels.shape).ravel()))
+    with SummaryWriter(str(tmp_path / "c")) as w:
+        with pytest.raises(ValueError, match=r"weights must be a number or an array broadcastable to labels "
+                                             r"\(3, 2\) \(as mxboard's\), got ndarray of shape \(3,\)"):
+            w.add_pr_curve("p", labels, preds, 5, weights=np.ones(3))
+
+
 def test_readback(tmp_path):
     rng = np.random.default_rng(0)
     labels, preds = rng.random(500) < 0.5, rng.random(500)
@@ -112,7 +129,7 @@ def test_caller_copy_is_private(tmp_path):
     (dict(labels=[1, 0], predictions=[0.5, 0.1], num_thresholds=1), ValueError, "num_thresholds"),
     (dict(labels=[1, 0], predictions=[0.5, 0.1], num_thresholds=2.0), TypeError, "num_thresholds"),
     (dict(labels=[1, 0], predictions=[0.5, 0.1], num_thresholds=True), TypeError, "num_thresholds"),
-    (dict(labels=[1, 0], predictions=[0.5, 0.1], weights=[1.0]), ValueError, "weights"),
+    (dict(labels=[1, 0], predictions=[0.5, 0.1], weights=[1.0, 2.0, 3.0]), ValueError, "weights"),
     (dict(labels=[1, 0], predictions=[0.5, 0.1], weights="x"), TypeError, "weights"),
     (dict(labels=None, predictions=[0.5, 0.1]), TypeError, "labels"),
     (dict(labels=[], predictions=[]), ValueError, "predictions must be non-empty"),
