@@ -91,7 +91,9 @@ class SummaryWriter(WriterBase):
         on_full: ``"block"`` (default): past ``max_queue_bytes``, an ``add_*`` call
             waits for the writer thread, and every accepted event is written;
             ``"drop"``: it returns at once and the event is counted in
-            ``gluon_tb/dropped_events`` instead (for a loop that must never wait).
+            ``gluon_tb/dropped_events`` instead (for a loop that must never wait). An event
+            larger than the whole bound is queued alone: ``"block"`` waits until nothing
+            else is queued, ``"drop"`` takes it when nothing else is.
         purge_step: when resuming from a checkpoint taken at this step,
             TensorBoard hides the events of earlier runs at or after it. Without it,
             a ``RuntimeWarning`` (once per run directory) says when another writer is

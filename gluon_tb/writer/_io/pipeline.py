@@ -213,6 +213,8 @@ class Pipeline:
         if self._fits(nbytes, scalar):
             return True
         if self.on_full == "drop":
+            if nbytes > self.max_queue_bytes and self.queued_bytes() == 0:
+                return True  # larger than the whole bound: queued alone, as "block" queues it once empty
             with self._lock:
                 if self.closed:
                     return True

@@ -282,9 +282,10 @@ def sums(x: np.ndarray) -> Tuple[float, float]:
     """
     buf = np.empty(min(x.size, _BLOCK), np.float64)
     total = total_sq = 0.0
-    for i in range(0, x.size, _BLOCK):
-        y = buf[:min(_BLOCK, x.size - i)]
-        np.copyto(y, x[i:i + _BLOCK])
-        total += float(y.sum())
-        total_sq += float(np.square(y, out=y).sum())
+    with np.errstate(over="ignore"):  # values past 1e154: the sums are inf, as TensorBoard's would be
+        for i in range(0, x.size, _BLOCK):
+            y = buf[:min(_BLOCK, x.size - i)]
+            np.copyto(y, x[i:i + _BLOCK])
+            total += float(y.sum())
+            total_sq += float(np.square(y, out=y).sum())
     return total, total_sq

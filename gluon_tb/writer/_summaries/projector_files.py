@@ -40,13 +40,15 @@ EMPTY_LABEL = "<empty>"
 _CLEAN = re.compile(r"[a-z0-9_][a-z0-9_.-]{0,63}")
 _RESERVED = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)),
              *(f"lpt{i}" for i in range(10))}
+_TAKEN = {"projector_config.pbtxt"}  # files of the run directory that an embedding directory would shadow
 
 
 def safe_path_component(tag: str) -> str:
     """One file-name component for ``tag``; distinct tags give distinct names.
 
     A tag of at most 64 characters from ``a-z 0-9 _ . -``, not starting with
-    '.' or '-', not ending with '.' and not a Windows device name, is used as
+    '.' or '-', not ending with '.', not a Windows device name and not a name the run's
+    directory holds already (``projector_config.pbtxt``, an event file's), is used as
     is. Any other tag becomes its characters with each run of characters
     outside ``A-Za-z0-9_-`` replaced by '_', leading '-' removed, cut to 40
     characters (or '_' if nothing is left), then '~' and the first 16 hex
@@ -55,7 +57,8 @@ def safe_path_component(tag: str) -> str:
     them apart). So '/', '..', absolute paths, NUL and long tags never leave
     the folder.
     """
-    if _CLEAN.fullmatch(tag) and not tag.endswith(".") and tag.split(".")[0] not in _RESERVED:
+    if (_CLEAN.fullmatch(tag) and not tag.endswith(".") and tag.split(".")[0] not in _RESERVED
+            and tag not in _TAKEN and not tag.startswith("events.out.tfevents.")):
         return tag
     prefix = re.sub(r"[^A-Za-z0-9_-]+", "_", tag).lstrip("-")[:40] or "_"
     return f"{prefix}~{hashlib.sha256(tag.encode('utf-8', 'surrogatepass')).hexdigest()[:16]}"

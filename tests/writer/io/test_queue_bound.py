@@ -117,6 +117,18 @@ def test_a_dropped_profile_returns_no_path(tmp_path, held_writer_thread):
     assert readback.scalars(str(tmp_path), ".", "gluon_tb/dropped_events")[-1][1] == 1
 
 
+def test_drop_mode_queues_an_event_larger_than_the_bound_when_nothing_else_waits(tmp_path, held_writer_thread):
+    """A histogram of 8 MiB against a 4 MiB bound: alone, it is taken (as "block" takes it once the
+    queue is empty); behind another, it is dropped and counted."""
+    w = SummaryWriter(tmp_path, max_queue_bytes=4 * MiB, on_full="drop")
+    w.add_histogram("big", np.ones(2 << 20, np.float32), 0)  # nothing queued: taken
+    w.add_histogram("big", np.ones(2 << 20, np.float32), 1)  # the first still waits: dropped
+    held_writer_thread.set()
+    w.close()
+    assert w._p.dropped == 1
+    assert [e.step for e in readback.tensor_events(str(tmp_path), ".", "big")] == [0]
+
+
 def test_histogram_groups_queued_lazily_are_read_a_little_later_in_one_round(tmp_path, monkeypatch):
     """``wake=False`` (what a handler passes every batch, so that MXNet has copied the arrays by
     the time they are read): the first such group wakes the worker, which waits ``LAZY_DELAY``

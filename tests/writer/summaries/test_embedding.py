@@ -213,6 +213,7 @@ LONG_TAG = "x" * 5000  # longer than add_embedding takes (check_tag: at most 409
 @pytest.mark.parametrize("tag", [
     "..", ".", "../../etc/passwd", "/abs/path", "a/../../b", "a\x00b", LONG_TAG, "C:\\win",
     "con", "CON.txt", "-rf", "emb.", "~", "\u00e9\u00e8/\u4e2d", "a\nb",
+    "projector_config.pbtxt", "events.out.tfevents.1.h.2.3",  # the run directory's own files' names
 ])
 def test_hostile_tags_stay_inside_the_logdir(tmp_path, tag):
     comp = safe_path_component(tag)
