@@ -56,8 +56,8 @@ def check_run_name(name: Any, arg: str) -> str:
     parts = name.split("/")
     if (not name or name.startswith("/") or "\\" in name or "\x00" in name
             or any(p in ("", ".", "..") for p in parts)):
-        raise ValueError(f"{arg} must be a relative name without '..', empty parts or a "
-                         f"leading '/', got {name!r}")
+        raise ValueError(f"{arg} must be a relative name without '..', empty parts, a leading '/', "
+                         f"a backslash or a NUL, got {name!r}")
     check_utf8(name, arg)
     for part in parts:
         check_name_length(part, arg)
