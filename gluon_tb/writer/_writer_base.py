@@ -376,7 +376,10 @@ class WriterBase:
         """Forget the scalars logged so far for :meth:`export_scalars` (mxboard's): it exports
         what is logged after this call. The event files keep everything. On a writer of
         :meth:`for_run`, it clears for the writer it came from and all its runs."""
-        paths, _ = self._written_files()
+        try:
+            paths, _ = self._written_files()
+        except NotImplementedError:  # a URL log directory: no export to clear for
+            return
         root = self._parent if self._parent is not None else self
         root._export_from = {f: os.path.getsize(f) for files in paths.values() for f in files if os.path.exists(f)}
 

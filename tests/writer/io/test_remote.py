@@ -274,6 +274,17 @@ def test_projector_and_other_files_stay_inside_the_remote_logdir(mem):
     assert fs.cat_file(root + "/a/b.txt") == b"ok"
 
 
+def test_export_scalars_is_not_there_for_a_url_and_clear_scalar_dict_does_nothing(mem):
+    fs, root = mem
+    with SummaryWriter("memory://" + root) as w:
+        w.add_scalar("a", 1.0, 0)
+        w.clear_scalar_dict()  # mxboard's code calls it: nothing to clear, no error
+        with pytest.raises(NotImplementedError, match="reading event files back needs a local logdir"):
+            w.export_scalars("unused.json")
+        w.add_scalar("a", 2.0, 1)
+    assert fs.ls(root + "/", detail=False)  # written all the same
+
+
 def test_url_errors_are_clear(monkeypatch, tmp_path):
     import pathlib
     import sys
