@@ -390,8 +390,7 @@ class WriterBase:
             self.flush()
         root = self._parent if self._parent is not None else self
         paths: Dict[Optional[str], List[str]] = {r: list(f) for r, f in root._earlier_files.items()}
-        for r, files in self._p.event_paths().items():
-            paths.setdefault(r, []).extend(f for f in files if f not in paths[r])
+        _add_files(paths, self._p.event_paths())
         return paths, root._export_from
 
     # ------------------------------------------------------------ lifetime
@@ -474,9 +473,7 @@ class WriterBase:
             if not self._closed:
                 return
             try:  # export_scalars reads these too
-                for r, files in self._p.event_paths().items():
-                    kept = self._earlier_files.setdefault(r, [])
-                    kept.extend(f for f in files if f not in kept)
+                _add_files(self._earlier_files, self._p.event_paths())
             except NotImplementedError:  # a URL log directory: nothing is read back
                 pass
             self._p = self._p.reopened()
@@ -545,3 +542,10 @@ class WriterBase:
             self._close_at_exit()
         except Exception:
             pass
+
+
+def _add_files(into: Dict[Optional[str], List[str]], more: Mapping[Optional[str], List[str]]) -> None:
+    """Each run's event files of ``more`` appended to its list in ``into``, each file once, in order."""
+    for run, files in more.items():
+        kept = into.setdefault(run, [])
+        kept.extend(f for f in files if f not in kept)

@@ -50,6 +50,7 @@ def scalars_of_files(logdir: str, paths: Dict[Optional[str], List[str]],
 
 def _scalars_of_file(logdir: str, run: Optional[str], path: str, made: AbstractSet[Optional[str]], offset: int,
                      out: Dict[str, List[list]]) -> None:
+    keys: Dict[str, str] = {}  # tag -> its export key: the same for every event of the run
     with open(path, "rb") as f:
         f.seek(offset)
         for rec in read_records(f):
@@ -77,4 +78,7 @@ def _scalars_of_file(logdir: str, run: Optional[str], path: str, made: AbstractS
                     elif vf == 2:
                         simple = vv
                 if tag is not None and simple is not None:
-                    out.setdefault(export_key(logdir, run, tag, made), []).append([wall, step, simple])
+                    key = keys.get(tag)
+                    if key is None:
+                        key = keys[tag] = export_key(logdir, run, tag, made)
+                    out.setdefault(key, []).append([wall, step, simple])
