@@ -130,8 +130,10 @@ def pr_curve_data(labels: np.ndarray, predictions: np.ndarray, num_thresholds: i
                   weights: Union[None, float, np.ndarray] = None) -> np.ndarray:
     """The ``[6, num_thresholds]`` float32 array TensorBoard's ``pr_curve.summary.pb`` makes."""
     labels = np.asarray(labels)
-    w = 1.0 if weights is None else (weights if isinstance(weights, float) else
-                                      np.broadcast_to(np.asarray(weights, dtype=np.float64), labels.shape).reshape(-1))
+    w: Any = 1.0 if weights is None else weights
+    if not isinstance(w, float):  # one weight a value in order (any shape, as before), else broadcast to labels
+        w = np.asarray(w, dtype=np.float64)
+        w = (w if w.size == labels.size else np.broadcast_to(w, labels.shape)).reshape(-1)
     labels = labels.reshape(-1)
     predictions = np.asarray(predictions).reshape(-1)
     idx = np.floor(predictions * (num_thresholds - 1)).astype(np.int32)

@@ -89,6 +89,10 @@ def test_weights_broadcast_to_labels_as_mxboards_do(tmp_path):
     got = logged(tmp_path / "b", labels, preds, 5, per_column)
     np.testing.assert_array_equal(got, tb_expected(labels.ravel(), preds.ravel(), 5,
                                                    np.broadcast_to(per_column, labels.shape).ravel()))
+    same_size = np.arange(6.0).reshape(2, 3)  # as many as labels, in another shape: one per value, in order
+    want = tb_expected(labels.ravel(), preds.ravel(), 5, same_size.ravel())
+    np.testing.assert_array_equal(logged(tmp_path / "d", labels, preds, 5, same_size), want)
+    np.testing.assert_array_equal(pr_mod.pr_curve_data(labels, preds, 5, same_size), want)  # numpy's path
     with SummaryWriter(str(tmp_path / "c")) as w:
         with pytest.raises(ValueError, match=r"weights must be a number or an array broadcastable to labels "
                                              r"\(3, 2\) \(as mxboard's\), got ndarray of shape \(3,\)"):
