@@ -84,30 +84,30 @@ def one_variant(variant: str, rounds: int, config: str = "alloptions", vocab: in
     options = dict(_fit.ALL_OPTIONS if config == "alloptions" else {}, **VARIANTS[variant])
     s = _fit.build(config, vocab)
     est = _fit._estimator(s)
-    logdir = tempfile.mkdtemp(prefix="gluon_tb-cost-")
-    _fit._fit(est, s, 1, [])
-    _fit._fit(est, s, 1, [TensorBoardHandler(f"{logdir}/warm", **options)])
-    cpu: Dict[bool, List[float]] = {True: [], False: []}
-    wall: Dict[bool, List[float]] = {True: [], False: []}
-    threads: Dict[bool, List[Counter]] = {True: [], False: []}
-    for r in range(rounds):
-        for on in ((False, True) if r % 2 == 0 else (True, False)):
-            hs = [TensorBoardHandler(f"{logdir}/block{r}", **options)] if on else []
-            before, ended = _thread_cpu(), _ENDED.copy()
-            t0, own0 = time.process_time(), time.thread_time()
-            got = _fit._fit(est, s, EPOCHS, hs)
-            t1, own1 = time.process_time(), time.thread_time()
-            after = _thread_cpu()
-            after.subtract(before)
-            for name, secs in _ENDED.items():
-                after[name] += secs - ended.get(name, 0.0)
-            # the clock ticks of /proc (10 ms) are too coarse for a fit: the precise clocks where there are
-            after["native"] += after["training"] - (own1 - own0)
-            after["training"] = own1 - own0
-            after["native"] = (t1 - t0) - sum(v for k, v in after.items() if k != "native")
-            cpu[on].append(t1 - t0)
-            wall[on].append(got["wall"])
-            threads[on].append(after)
+    with tempfile.TemporaryDirectory(prefix="gluon_tb-cost-") as logdir:  # event files: not kept
+        _fit._fit(est, s, 1, [])
+        _fit._fit(est, s, 1, [TensorBoardHandler(f"{logdir}/warm", **options)])
+        cpu: Dict[bool, List[float]] = {True: [], False: []}
+        wall: Dict[bool, List[float]] = {True: [], False: []}
+        threads: Dict[bool, List[Counter]] = {True: [], False: []}
+        for r in range(rounds):
+            for on in ((False, True) if r % 2 == 0 else (True, False)):
+                hs = [TensorBoardHandler(f"{logdir}/block{r}", **options)] if on else []
+                before, ended = _thread_cpu(), _ENDED.copy()
+                t0, own0 = time.process_time(), time.thread_time()
+                got = _fit._fit(est, s, EPOCHS, hs)
+                t1, own1 = time.process_time(), time.thread_time()
+                after = _thread_cpu()
+                after.subtract(before)
+                for name, secs in _ENDED.items():
+                    after[name] += secs - ended.get(name, 0.0)
+                # the clock ticks of /proc (10 ms) are too coarse for a fit: the precise clocks where there are
+                after["native"] += after["training"] - (own1 - own0)
+                after["training"] = own1 - own0
+                after["native"] = (t1 - t0) - sum(v for k, v in after.items() if k != "native")
+                cpu[on].append(t1 - t0)
+                wall[on].append(got["wall"])
+                threads[on].append(after)
     n = EPOCHS * _fit.BATCHES
     ms = 1e3 / n
     names = sorted(set().union(*threads[True], *threads[False]))

@@ -33,7 +33,7 @@ from typing import Dict, List, Tuple
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 FIT = r"""
-import sys, tempfile, time, threading
+import sys, tempfile, time, threading, shutil
 sys.path.insert(0, HERE)
 import _fit
 s = _fit.build(CONFIG, VOCAB); est = _fit._estimator(s)
@@ -52,10 +52,11 @@ for r in range(ROUNDS):
         t0 = time.monotonic(); _fit._fit(est, s, 3, hs); t1 = time.monotonic()
         print("SPAN", mode, 3 * _fit.BATCHES, t0, t1, flush=True)
 print("NAMES", names, flush=True)
+shutil.rmtree(d, ignore_errors=True)
 """
 
 PAYLOAD = r"""
-import sys, threading, time, numpy as np, tempfile, os
+import sys, threading, time, numpy as np, tempfile, os, shutil
 from gluon_tb import SummaryWriter
 rng = np.random.default_rng(24)
 X = {"audio": (rng.random(441000).astype(np.float32) * 2 - 1) * 0.5,
@@ -71,7 +72,8 @@ CALLS = {"none": lambda w, s: None, "audio": lambda w, s: w.add_audio("a", X["au
          "embedding": lambda w, s: w.add_embedding("e", X["emb"], global_step=s),
          "embedding_images": lambda w, s: w.add_embedding("e", X["emb_small"], WORDS, X["emb_imgs"], global_step=s),
          "pr_curve": lambda w, s: w.add_pr_curve("p", X["labels"], X["preds"], global_step=s)}
-w = SummaryWriter(os.path.join(tempfile.mkdtemp(prefix="gluon_tb-gil-takes-"), "run"))
+logdir = tempfile.mkdtemp(prefix="gluon_tb-gil-takes-")
+w = SummaryWriter(os.path.join(logdir, "run"))
 def loop(n):
     s = 0
     for c in range(n):
@@ -88,6 +90,7 @@ for kind in KINDS:
         waiter = threading.Thread(target=w.flush, name="flush-waiter"); waiter.start(); loop(60); waiter.join()
     print("SPAN", kind, N, t0, time.monotonic(), flush=True)
 w.close()
+shutil.rmtree(logdir, ignore_errors=True)
 print("NAMES", names, flush=True)
 """
 

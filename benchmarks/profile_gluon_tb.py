@@ -12,6 +12,7 @@ from __future__ import annotations
 import cProfile
 import os
 import pstats
+import shutil
 import sys
 import tempfile
 
@@ -42,8 +43,11 @@ def main() -> None:
     logdir = tempfile.mkdtemp(prefix="gtb-prof-")
     caller = cProfile.Profile()
     caller.enable()
-    res = _worker.BENCHES[bench]("gluon_tb", logdir, **kw)
-    caller.disable()
+    try:
+        res = _worker.BENCHES[bench]("gluon_tb", logdir, **kw)
+    finally:
+        caller.disable()
+        shutil.rmtree(logdir, ignore_errors=True)  # the event files are not what is measured
     print("RESULT", res)
     for name, prof in (("caller thread", caller), ("writer thread", _worker_prof)):
         print(f"\n==== {name}")
