@@ -74,16 +74,15 @@ def rates(config: str = "alloptions", vocab: int = 7800, ms: float = 1.0, rounds
 
     s = _fit.build(config, vocab if config == "sweep" else 0)
     est = _fit._estimator(s)
-    wake = threading.Event()
-    current = [""]  # the kind being measured: the background threads work only for theirs
     work_of: Dict[str, Callable[[], None]] = {"training": lambda: _spin(ms / 1e3), "engine": _engine_work(mx, ms)}
     for kind, body in (("python_thread", _spin), ("c_thread", _hash_for)):
-        def loop(body: Callable[[float], None] = body, kind: str = kind) -> None:
+        wake = threading.Event()  # set at each batch_end: one piece of work
+
+        def loop(body: Callable[[float], None] = body, wake: threading.Event = wake) -> None:
             while True:
                 wake.wait()
                 wake.clear()
-                if current[0] == kind:
-                    body(ms / 1e3)
+                body(ms / 1e3)
         threading.Thread(target=loop, daemon=True, name=f"rates-{kind}").start()
         work_of[kind] = wake.set
 
@@ -96,7 +95,6 @@ def rates(config: str = "alloptions", vocab: int = 7800, ms: float = 1.0, rounds
 
     out: Dict[str, float] = {}
     for kind in kinds:
-        current[0] = kind
         extra: List[float] = []
         for r in range(rounds + 1):
             wall = {}
