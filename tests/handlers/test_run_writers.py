@@ -160,3 +160,24 @@ def test_a_closed_writer_runs_no_hook_when_collected(tmp_path):
     assert len(out._later) == 1
     out.close()
     assert readback.scalars(str(tmp_path), "train", "a") == [(0, 1.0), (1, 2.0)]
+
+
+def test_the_ignored_errors_are_summed_up_once_however_often_close_is_called(tmp_path, caplog):
+    """on_error="warn": ``train_end`` closes, and a script's own ``close()`` after ``fit`` closes again;
+    the count of ignored errors is said once, and again only when more came."""
+    out = RunWriters(str(tmp_path), "warn", 2.0)
+    with pytest.warns(RuntimeWarning, match="training goes on"):
+        for step in range(3):
+            out.later("train_batch", "a", "not a number", step)
+            out.flush()  # one error each
+    with caplog.at_level("WARNING", logger="gluon_tb.handlers"):
+        out.close()
+        out.close()
+    said = [r.getMessage() for r in caplog.records if "were ignored" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith("gluon_tb: 3 writer errors"), said
+    caplog.clear()
+    out.later("train_batch", "a", "not a number", 9)
+    with caplog.at_level("WARNING", logger="gluon_tb.handlers"):
+        out.close()
+    assert [r.getMessage()[:29] for r in caplog.records if "were ignored" in r.getMessage()] == \
+        ["gluon_tb: 4 writer errors in "]

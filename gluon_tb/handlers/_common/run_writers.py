@@ -83,6 +83,7 @@ class RunWriters:
         self.on_error = on_error
         self.flush_secs = flush_secs
         self.errors = 0
+        self._summed_up = 0  # errors the last close() reported
         self._prefix = ""
         self._muted = False
         self._root: Optional[SummaryWriter] = None  # the runs' writers are made by its for_run
@@ -232,7 +233,8 @@ class RunWriters:
                 root.close()
             except Exception as e:  # noqa: BLE001
                 self.failed(e)
-        if self.errors > 1 and self.on_error == "warn":
+        if self.errors > 1 and self.errors > self._summed_up and self.on_error == "warn":
             logger.warning("gluon_tb: %d writer errors in %s were ignored (on_error='warn')",
                            self.errors, self.logdir)
+            self._summed_up = self.errors  # a second close() (train_end, then the script's) says it once
 

@@ -8,6 +8,7 @@ to the last whole record so the file never keeps a torn record in the middle.
 """
 from __future__ import annotations
 
+import errno
 import itertools
 import os
 import socket
@@ -35,6 +36,18 @@ if hasattr(os, "register_at_fork"):
 
 class EventFileDeletedError(OSError):
     """The event file being written was deleted by someone else."""
+
+
+_NO_ROOM = {getattr(errno, n) for n in ("ENOSPC", "EDQUOT", "EFBIG") if hasattr(errno, n)}
+
+
+def _named(e: OSError, path: str, lost: int) -> OSError:
+    """``e`` again (same type and errno), its message naming the event file and the records lost."""
+    what = f"{lost} event record{'s' if lost != 1 else ''} not written"
+    named = type(e)(e.errno, f"cannot write to {path}: {e.strerror or e} ({what})") if e.errno is not None \
+        else type(e)(f"cannot write to {path}: {e} ({what})")
+    named.lost_records = lost  # type: ignore[attr-defined]
+    return named
 
 
 def _hostname() -> str:
@@ -107,14 +120,14 @@ class EventFile:
         self._fd, self.path, self._size = fd, path, 0
         try:
             self._write_all(frame(_proto.event(time.time(), 0, file_version=FILE_VERSION)))
-        except OSError:  # ENOSPC, say: no file without its first event (TensorBoard would read
+        except OSError as e:  # ENOSPC, say: no file without its first event (TensorBoard would read
             self._fd, self.path = None, None  # it as an old-format file); the next write starts anew
             os.close(fd)
             try:
                 os.unlink(path)
             except OSError:
                 pass
-            raise
+            raise type(e)(e.errno, f"cannot start an event file in {self.directory}: {e.strerror or e}") from e
         self.paths.append(path)
         if self._key is None:
             self._key = _neighbours.opened(self.directory)
@@ -153,15 +166,42 @@ class EventFile:
         """``write(frame_many(records))``. With the C kernel and ``os.write``, the framing, the
         check that the file was not deleted and the write happen in one release of the GIL
         (``frame_append``), not three: each time the worker takes the GIL back while the
-        training thread runs Python, that thread is made to hand it over."""
+        training thread runs Python, that thread is made to hand it over.
+
+        A write the disk has no room for (ENOSPC, EDQUOT, EFBIG) is tried again one record at a
+        time, so that what fits is kept; the error raised then names the file and counts the
+        records lost (``lost_records``)."""
         if not records:
             return
+        try:
+            self._append(records)
+        except EventFileDeletedError:
+            raise
+        except OSError as e:
+            if self._fd is None:  # no file could be made: the error names its directory
+                raise
+            lost = len(records)
+            if lost > 1 and e.errno in _NO_ROOM:
+                lost = self._append_each(records)
+            raise _named(e, self.path or self.directory, lost) from e
+
+    def _append(self, records: List[bytes]) -> None:
         if self._fd is not None and frame_append is not None and self._os_write is os.write:
             n = frame_append(self._fd, records, self._size)  # a failed write is cut back, and raised
             if n >= 0:
                 self._size += n
                 return
         self.write(frame_many(records))  # the first write, or the file was deleted: write() says
+
+    def _append_each(self, records: List[bytes]) -> int:
+        """Append the records one at a time, skipping any that does not fit; how many did not."""
+        lost = 0
+        for r in records:
+            try:
+                self._append([r])
+            except OSError:
+                lost += 1
+        return lost
 
     def _write_all(self, data: bytes) -> None:
         fd = self._fd

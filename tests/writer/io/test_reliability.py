@@ -178,6 +178,59 @@ def test_injected_write_error_reaches_the_user_and_nothing_before_is_lost(tmp_pa
         readback.raw_events(path)  # strict: no torn record anywhere
 
 
+class ByteBudget:
+    """``os.write`` onto a disk that holds ``budget`` bytes of the file: a write past it writes what
+    fits and the next one fails with ENOSPC (what a filling disk does); truncation frees room."""
+
+    def __init__(self, budget):
+        self.budget = budget
+
+    def __call__(self, fd, data):
+        room = self.budget - os.fstat(fd).st_size
+        if room <= 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return os.write(fd, bytes(data[:room]))
+
+
+def test_a_write_the_disk_has_no_room_for_keeps_what_fits_and_names_the_file(tmp_path):
+    """One flush of 100 scalars and a large text does not fit whole: the records that fit are
+    written one by one (all the scalars), the text is lost, and the error names the event file
+    and counts what was not written. The file stays whole."""
+    w = WriterOn(tmp_path, records=ByteBudget(100 * 60 + 200))
+    for i in range(50):
+        w.add_scalar("s", float(i), i)
+    w.add_text("t", "x" * 5000, 0)
+    for i in range(50, 100):
+        w.add_scalar("s", float(i), i)
+    with pytest.raises(OSError) as exc:
+        w.flush()
+    (path,) = readback.event_files(str(tmp_path))
+    assert exc.value.errno == errno.ENOSPC
+    assert path in str(exc.value) and "1 event record not written" in str(exc.value), str(exc.value)
+    assert exc.value.lost_records == 1
+    w.close()
+    assert _scalar_steps(tmp_path) == list(range(100))
+    assert (".", "t") not in readback.tags(str(tmp_path)) and (".", "s") in readback.tags(str(tmp_path))
+    readback.raw_events(path)  # strict: no torn record
+
+
+def test_a_write_error_names_the_event_file_for_every_errno(tmp_path):
+    disk = FailingWrite()
+    w = WriterOn(tmp_path, records=disk)
+    w.add_scalar("s", 0.0, 0)
+    w.flush()
+    (path,) = readback.event_files(str(tmp_path))
+    disk.fail(errno.EIO)
+    for i in range(1, 4):
+        w.add_scalar("s", float(i), i)
+    with pytest.raises(OSError) as exc:
+        w.flush()
+    assert exc.value.errno == errno.EIO and path in str(exc.value) and "3 event records not written" in str(exc.value)
+    disk.heal()
+    w.close()
+    assert _scalar_steps(tmp_path) == [0]
+
+
 def test_a_full_disk_when_the_file_is_created_leaves_no_file_without_its_first_event(tmp_path):
     """The first write of a new file (its file_version event) fails: no file is kept, and the next
     write starts a new one with that event, so TensorBoard reads it as a new-format file (an old-
