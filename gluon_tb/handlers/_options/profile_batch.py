@@ -59,6 +59,7 @@ class GluonProfiler(Part):
 
     def __init__(self, cfg: ProfileRange, out: RunWriters) -> None:
         self._prof = BatchProfiler(cfg.batches, out)
+        self._given, self._out = cfg.given, out
 
     def batch_begin(self, step: int) -> None:
         self._prof.batch_begin(step)
@@ -71,6 +72,7 @@ class GluonProfiler(Part):
 
     def end(self, last_step: int, last_epoch: int) -> None:
         self._prof.finish(last_step)  # a fit that ended inside the range
+        say_if_unreached(self._prof, self._given, last_step, self._out)
 
     def abandon(self, last_step: int) -> None:
         self._prof.finish(last_step, log=False)
@@ -99,7 +101,7 @@ class ModuleProfiler(Part):
                              f"Module.fit calls no callback before its first batch, so the profiler "
                              f"cannot be started before it; start at 1 (profile_batch=(1, ...)), got {value!r}")
         self._prof = BatchProfiler(batches, out, waits=False) if batches else None
-        self._out = out
+        self._out, self._given = out, value
 
     def batch_end(self, batch: Batch) -> None:
         """Last in ``batch_end`` of global batch ``k``: stop after ``stop`` (or ``fit``'s last
@@ -133,6 +135,16 @@ class ModuleProfiler(Part):
         """The end of ``fit`` (or ``close``): a range that goes on past it ends at batch ``last_step``."""
         if self._prof is not None:
             self._prof.finish(last_step)
+            say_if_unreached(self._prof, self._given, last_step, self._out)
+
+
+def say_if_unreached(prof: BatchProfiler, given: Any, last_step: int, out: RunWriters) -> None:
+    """A warning at the end of a ``fit`` that ended before the range began (nothing profiled yet)."""
+    if not prof.done and prof.start > last_step:
+        out.say_once(f"profile-unreached-{last_step}",
+                     f"gluon_tb: profile_batch={given!r} was not reached: this fit's last global batch was "
+                     f"{last_step} (global batches count from 0 over every fit of this handler); nothing "
+                     "was profiled", logging.WARNING)
 
 
 OPTION = Option("profile_batch", profile_range, GluonProfiler, ModuleProfiler)

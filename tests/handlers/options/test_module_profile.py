@@ -195,6 +195,15 @@ def test_resumed_fit_starting_in_the_range_profiles_from_its_next_batch(tmp_path
     assert_profiled(tmp_path, 5, 5)
 
 
+def test_a_range_the_fit_never_reaches_is_a_warning(tmp_path, profiler_calls, caplog):
+    with caplog.at_level(logging.WARNING, logger="gluon_tb"):
+        fit(TensorBoardCallback(str(tmp_path), profile_batch=(100, 101)), epochs=2)
+    said = [r.getMessage() for r in caplog.records if "profile_batch" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith("gluon_tb: profile_batch=(100, 101) was not reached: this "
+                                                 "fit's last global batch was "), said
+    assert profiler_calls == [] and profile_files(tmp_path) == []
+
+
 def test_resumed_fit_whose_first_batch_is_the_whole_range(tmp_path, profiler_calls, caplog):
     with caplog.at_level(logging.WARNING, logger="gluon_tb"):
         fit(TensorBoardCallback(str(tmp_path), profile_batch=4), epochs=2, begin_epoch=1)

@@ -383,6 +383,19 @@ def test_range_past_the_end_profiles_to_the_end_and_nothing_before(tmp_path, pro
     assert profiler_calls == ["run", "stop"] and files == []
 
 
+def test_a_range_the_fit_never_reaches_is_a_warning(tmp_path, profiler_calls, caplog):
+    with caplog.at_level("WARNING", logger="gluon_tb"):
+        _, files = profiled(tmp_path / "never", (50, 60), epochs=2)  # 12 batches: 0..11
+    said = [r.getMessage() for r in caplog.records if "profile_batch" in r.getMessage()]
+    assert said == ["gluon_tb: profile_batch=(50, 60) was not reached: this fit's last global batch was 11 "
+                    "(global batches count from 0 over every fit of this handler); nothing was profiled"]
+    assert files == [] and profiler_calls == []
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="gluon_tb"):
+        _, files = profiled(tmp_path / "reached", (10, 100), epochs=2)  # cut short by the fit: no warning
+    assert len(files) == 1 and not [r for r in caplog.records if "profile_batch" in r.getMessage()]
+
+
 def test_autostart_session_is_left_alone(tmp_path, profiler_calls, monkeypatch, caplog):
     monkeypatch.setenv("MXNET_PROFILER_AUTOSTART", "1")
     with caplog.at_level("WARNING", logger="gluon_tb"):
