@@ -64,6 +64,22 @@ def test_other_tools_argument_names_name_ours(tmp_path, cls, kwargs, words):
         assert w in str(e.value), (w, str(e.value))
 
 
+@pytest.mark.parametrize("kwargs, words, not_words", [
+    ({"write_images": True}, ["conv_filters=True", "Convolution", "no input images"], ["Conv2D", "images="]),
+    ({"hparams": {"lr": 0.1}}, ["TensorBoardHandler's", "add_hparams"], ["did you mean"]),
+    ({"images": True}, ["TensorBoardHandler's", "add_images"], ["did you mean"]),
+    ({"max_images": 4}, ["TensorBoardHandler's"], ["did you mean"]),
+])
+def test_the_module_callback_points_to_what_it_has(tmp_path, kwargs, words, not_words):
+    """The Estimator handler's own arguments and hints name things the Module callback lacks."""
+    with pytest.raises(TypeError) as e:
+        TensorBoardCallback(str(tmp_path), **kwargs)
+    for w in words:
+        assert w in str(e.value), (w, str(e.value))
+    for w in not_words:
+        assert w not in str(e.value), (w, str(e.value))
+
+
 def test_the_checked_constructor_keeps_its_signature():
     import inspect
 

@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Union
 
 # the checks the writer's arguments use too: one error type for one mistake (re-exported for the handlers)
 from ...writer._common.checks import (MAX_STEP, check_choice, check_positive_int, check_positive_number, describe,
-                                      is_python_int, step_too_large)
+                                      is_int, step_too_large)
 
 ParamFilter = Union[None, str, Callable[[str], bool]]
 
@@ -79,8 +79,9 @@ def check_start(value: Any, name: str) -> Optional[int]:
     """``initial_epoch=`` / ``initial_step=``: ``None`` (found) or an int >= 0."""
     if value is None:
         return None
-    if not is_python_int(value):
+    if not is_int(value):  # a numpy integer too (read from a checkpoint's name, say): taken as its int
         raise TypeError(f"{name} must be None or an int >= 0, got {describe(value)}")
+    value = int(value)
     if value < 0:
         raise ValueError(f"{name} must be None or an int >= 0, got {value}")
     if value > MAX_STEP:

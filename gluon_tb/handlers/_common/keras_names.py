@@ -31,6 +31,25 @@ OTHER_NAMES: Dict[str, str] = {
 }
 
 
+#: the same for ``TensorBoardCallback`` (Module.fit): its layers are Convolution symbols, and the
+#: Estimator handler's own arguments (not a typo of one of its: difflib would say ``params`` for ``hparams``)
+MODULE_OTHER_NAMES: Dict[str, str] = dict(
+    OTHER_NAMES,
+    write_images="conv_filters=True (the first Convolution's filters and feature maps as images); the Module "
+                 "callback logs no input images",
+    hparams="nothing here: hparams= is TensorBoardHandler's (the Estimator); with Module.fit, log them with "
+            "gluon_tb.SummaryWriter(logdir).add_hparams(hparams, metrics)",
+    images="nothing here: images= is TensorBoardHandler's (the Estimator); with Module.fit, log a batch with "
+           "gluon_tb.SummaryWriter(logdir).add_images(tag, batch)",
+    max_images="nothing here: max_images= is TensorBoardHandler's (the Estimator), with its images=",
+)
+
+
 def known_names(init: F) -> F:
     """Wrap ``__init__`` so that an unknown keyword argument's ``TypeError`` says what to pass."""
     return known_keywords(OTHER_NAMES)(init)
+
+
+def module_known_names(init: F) -> F:
+    """:func:`known_names` for ``TensorBoardCallback``."""
+    return known_keywords(MODULE_OTHER_NAMES)(init)

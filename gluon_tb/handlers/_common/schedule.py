@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple, Optional, Union
 
-from ...writer._common.checks import describe, is_python_int
+from ...writer._common.checks import describe, is_int
 
 EPOCH = "epoch"
 
@@ -45,8 +45,9 @@ def schedule(value: Any, name: str, *, allow_epoch: bool = False) -> Schedule:
         if value == EPOCH:
             return Schedule(None, True)
         raise ValueError(f"{name} must be {expected}, got {describe(value)}")  # a str, not 'epoch'
-    if not is_python_int(value):
+    if not is_int(value):  # a numpy integer too (a period computed with numpy): taken as its int
         raise TypeError(f"{name} must be {expected}, got {describe(value)}")
+    value = int(value)
     if value < 1:
         off = " (None switches it off)"
         raise ValueError(f"{name} must be {expected}, got {value}{off if value == 0 else ''}")

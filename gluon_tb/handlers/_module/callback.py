@@ -10,7 +10,7 @@ from ...writer._common.checks import check_bool, check_logdir
 from .._common.checks import (ParamFilter, check_choice, check_positive_int_or_none, check_positive_number, check_start,
                               param_selector)
 from .._common.input_wait import InputWait
-from .._common.keras_names import known_names
+from .._common.keras_names import module_known_names
 from .._common.run_writers import ON_ERROR, TRAIN, TRAIN_BATCH, VALIDATION, RunWriters, logger
 from .._common.schedule import Period, schedule
 from .._mxnet.metric_names import scores
@@ -137,7 +137,7 @@ class TensorBoardCallback:
                                  grad_health=True, histogram_period=10, profile_batch=(10, 12))
     """
 
-    @known_names
+    @module_known_names
     def __init__(self, logdir: Union[str, "os.PathLike[str]"], *, batch_period: Optional[int] = 1,
                  weights: bool = True, params: ParamFilter = None, graph: bool = True,
                  on_error: str = "raise", flush_secs: float = 2.0, distributed: str = "rank0",

@@ -34,9 +34,9 @@ def pick_conv(net: Any, layer: Optional[str] = None) -> Any:
     from mxnet.gluon import nn
 
     if layer is not None:
-        conv = find_block(net, layer, "layer")
+        conv = find_block(net, layer, "conv_filters")
         if not isinstance(conv, nn.Conv2D):
-            raise ValueError(f"layer {layer!r} must be a Conv2D, got a {type(conv).__name__}")
+            raise ValueError(f"conv_filters={layer!r} must name a Conv2D, got a {type(conv).__name__}")
         return conv
     conv = first_of(net, nn.Conv2D)
     if conv is None:

@@ -88,7 +88,7 @@ class Projector(EveryEpochs):
         if net is not self._net:
             self.close()
             self._net = net
-            layer = find_block(net, self.cfg.layer) if self.cfg.layer else classifier(net)
+            layer = find_block(net, self.cfg.layer, "embeddings' layer") if self.cfg.layer else classifier(net)
             self._probe = LayerProbe(net, layer, take="output" if self.cfg.layer else "input")
         if self._have >= self.cfg.samples:
             return None
@@ -206,7 +206,7 @@ class ModuleProjector(Projector):
         if module.symbol is not self._symbol:
             self._symbol = module.symbol
             if self.cfg.layer:
-                feats, pred = layer_output(self._symbol, self.cfg.layer), classifier_input(self._symbol)[1]
+                feats, pred = layer_output(self._symbol, self.cfg.layer, "embeddings' layer"), classifier_input(self._symbol)[1]
             else:
                 feats, pred = classifier_input(self._symbol)
             self._probe = SymbolProbe([feats, pred])

@@ -95,7 +95,7 @@ def test_filter_grid_split_channels_and_feature_maps(tmp_path):
 def test_filter_helper_rejects_bad_layers(tmp_path):
     net = make_net()
     with SummaryWriter(str(tmp_path)) as w:
-        with pytest.raises(ValueError, match="must be a Conv2D"):
+        with pytest.raises(ValueError, match=r"conv_filters=.dense0. must name a Conv2D"):
             log_filters(w, net, 0, layer="dense0")
         with pytest.raises(ValueError, match="not a block"):
             log_filters(w, net, 0, layer="nope")

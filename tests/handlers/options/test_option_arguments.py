@@ -76,6 +76,40 @@ def test_option_arguments_checked_up_front():
 def test_a_layer_that_is_not_a_convolution_is_named(tmp_path):
     with pytest.raises(ValueError, match=r"2-D Convolution of the symbol \(conv1\), got 'fc1' \(a FullyConnected\)"):
         fit(TensorBoardCallback(str(tmp_path), conv_filters="fc1"))
-    with pytest.raises(ValueError, match="layer 'nope' is not a layer of the symbol; its layers are conv1, relu1"):
+    with pytest.raises(ValueError, match="^embeddings' layer 'nope' is not a layer of the symbol; its layers are conv1, relu1"):
         fit(TensorBoardCallback(str(tmp_path / "b"), embeddings=Embeddings(4, layer="nope")))
 
+
+
+@pytest.mark.parametrize("kwargs, start", [
+    ({"conv_filters": "nope"}, "conv_filters 'nope' is not a block of the network; its blocks are "),
+    ({"embeddings": Embeddings(8, layer="nope")}, "embeddings' layer 'nope' is not a block of the network; "),
+    ({"conv_filters": "dense0"}, "conv_filters='dense0' must name a Conv2D, got a Dense"),
+])
+def test_a_layer_name_the_net_lacks_names_the_option_it_came_from(tmp_path, kwargs, start):
+    """Layer names are checked against the net at the start of fit (before any batch): the error says
+    which option the name was given to, so two options naming layers can be told apart."""
+    from estimator_setup import loader, make_est, make_net
+
+    est = make_est(make_net())
+    with pytest.raises(ValueError) as e:
+        est.fit(loader(), epochs=1, event_handlers=[TensorBoardHandler(str(tmp_path), **kwargs)])
+    assert str(e.value).startswith(start), str(e.value)
+
+
+@pytest.mark.parametrize("cls", [TensorBoardHandler, TensorBoardCallback])
+def test_numpy_integers_are_taken_as_their_ints(tmp_path, cls):
+    """Periods and starting points computed with numpy work as the same Python ints; other types
+    are still refused."""
+    import numpy as np
+
+    h = cls(str(tmp_path), batch_period=np.int64(2), histogram_period=np.int32(3), initial_epoch=np.int64(1),
+            initial_step=np.uint16(5))
+    assert (h._every.every, h._initial if cls is TensorBoardHandler else None) == \
+        (2, (1, 5) if cls is TensorBoardHandler else None)
+    assert type(h._every.every) is int
+    for bad in (2.0, np.float64(2.0), np.bool_(True), True):
+        with pytest.raises(TypeError, match="batch_period must be a positive int or None"):
+            cls(str(tmp_path), batch_period=bad)
+    with pytest.raises(ValueError, match="initial_step must be None or an int >= 0, got -1"):
+        cls(str(tmp_path), initial_step=np.int64(-1))
