@@ -206,7 +206,8 @@ class ModuleProjector(Projector):
         if module.symbol is not self._symbol:
             self._symbol = module.symbol
             if self.cfg.layer:
-                feats, pred = layer_output(self._symbol, self.cfg.layer, "embeddings' layer"), classifier_input(self._symbol)[1]
+                feats = layer_output(self._symbol, self.cfg.layer, "embeddings' layer")
+                pred = classifier_input(self._symbol)[1]
             else:
                 feats, pred = classifier_input(self._symbol)
             self._probe = SymbolProbe([feats, pred])

@@ -41,12 +41,14 @@ class EventFileDeletedError(OSError):
 _NO_ROOM = {getattr(errno, n) for n in ("ENOSPC", "EDQUOT", "EFBIG") if hasattr(errno, n)}
 
 
-def _named(e: OSError, path: str, lost: int) -> OSError:
-    """``e`` again (same type and errno), its message naming the event file and the records lost."""
-    what = f"{lost} event record{'s' if lost != 1 else ''} not written"
-    named = type(e)(e.errno, f"cannot write to {path}: {e.strerror or e} ({what})") if e.errno is not None \
-        else type(e)(f"cannot write to {path}: {e} ({what})")
-    named.lost_records = lost  # type: ignore[attr-defined]
+def _named(e: OSError, path: str, lost: int, doing: str = "cannot write to") -> OSError:
+    """``e`` again (same type and errno), its message naming the event file (or directory) and the
+    records lost (``lost_records``; 0: none counted here)."""
+    what = f" ({lost} event record{'s' if lost != 1 else ''} not written)" if lost else ""
+    named = type(e)(e.errno, f"{doing} {path}: {e.strerror or e}{what}") if e.errno is not None \
+        else type(e)(f"{doing} {path}: {e}{what}")
+    if lost:
+        named.lost_records = lost  # type: ignore[attr-defined]
     return named
 
 
@@ -127,7 +129,7 @@ class EventFile:
                 os.unlink(path)
             except OSError:
                 pass
-            raise type(e)(e.errno, f"cannot start an event file in {self.directory}: {e.strerror or e}") from e
+            raise _named(e, self.directory, 0, "cannot start an event file in") from e
         self.paths.append(path)
         if self._key is None:
             self._key = _neighbours.opened(self.directory)
@@ -183,6 +185,8 @@ class EventFile:
             lost = len(records)
             if lost > 1 and e.errno in _NO_ROOM:
                 lost = self._append_each(records)
+                if not lost:  # the room was there one record at a time (freed meanwhile)
+                    return
             raise _named(e, self.path or self.directory, lost) from e
 
     def _append(self, records: List[bytes]) -> None:

@@ -242,6 +242,7 @@ def test_a_full_disk_when_the_file_is_created_leaves_no_file_without_its_first_e
     with pytest.raises(OSError) as exc:
         w.flush()
     assert exc.value.errno == errno.ENOSPC
+    assert str(exc.value).startswith(f"[Errno {errno.ENOSPC}] cannot start an event file in {tmp_path}: ")
     assert readback.event_files(str(tmp_path)) == []
     heal()
     for step in (5, 3, 4, 10):  # steps going back: kept in a new-format file
