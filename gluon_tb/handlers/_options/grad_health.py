@@ -10,14 +10,16 @@ and ``global`` (over all of them):
   plain SGD's step relative to the weight (momentum, Adam's scaling and weight decay are not
   modelled), at most 1. A step as large as the weight or larger counts as 1, so a
   zero-initialised bias's first steps read 1, not ``u / 1e-12`` (a spike of 1e10 that
-  would flatten the chart); a parameter with neither gradient nor weight reads 0.
+  would flatten the chart); a parameter with neither gradient nor weight reads 0. ``global``'s
+  ``u`` is the norm of the whole step (each parameter's ``lr_mult`` in its part).
 
 Detectors, each reported once (a ``logging`` warning on ``gluon_tb.handlers`` and an
 ``add_text`` at tag ``grad_health`` at the step where the problem was seen, naming the
 parameters), each optionally stopping training (``batch_end``/``epoch_end`` return True):
 
 * ``nonfinite``: a gradient's sum of squares is NaN/±Inf (it holds NaN/±Inf, or values whose
-  squares overflow), or the batch's loss's is;
+  squares overflow), or a weight's (an earlier batch's NaN reached it through an update that was
+  not checked), or the batch's loss's is;
 * ``vanishing``: a parameter's gradient norm below ``vanish_below`` for ``vanish_checks``
   consecutive checks;
 * ``exploding``: a gradient norm (a parameter's, or the global one) above

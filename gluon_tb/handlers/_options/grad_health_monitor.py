@@ -185,7 +185,8 @@ class HealthMonitor:
             gn, wn = np.sqrt(g2) * scale, np.sqrt(w2)
             ggn, gwn = math.sqrt(g2.sum()) * scale, math.sqrt(w2.sum())
             steps = gn * lr * np.asarray(mults)
-        self._log(step, "global", ggn, gwn, lr * ggn)
+            gstep = math.sqrt(float((steps * steps).sum()))  # the whole step, each parameter's lr_mult in it
+        self._log(step, "global", ggn, gwn, gstep)
         if self.cfg.per_param:
             for i, n in enumerate(names):
                 self._log(step, n, float(gn[i]), float(wn[i]), float(steps[i]))
@@ -193,11 +194,13 @@ class HealthMonitor:
             return
         norms = dict(zip(names + ["global"], [float(x) for x in gn] + [ggn]))
         bad = [n for n, x in norms.items() if not math.isfinite(x)]
-        if bad or loss_bad:
+        bad_w = [n for n, x in zip(names, wn) if not math.isfinite(x)]  # a NaN batch's update, say
+        if bad or bad_w or loss_bad:
             parts = [f"`{n}` (non-finite norm)" for n in bad if n != "global"]
+            parts += [f"`{n}` (non-finite weights)" for n in bad_w]
             if loss_bad:
                 parts.insert(0, "the loss (non-finite values)")
-            self._fire("nonfinite", step, "non-finite gradients or loss", parts)
+            self._fire("nonfinite", step, "non-finite gradients, weights or loss", parts)
         vanishing, exploding = [], []
         for n, x in norms.items():
             if not math.isfinite(x):

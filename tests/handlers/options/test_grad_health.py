@@ -77,6 +77,46 @@ def test_detectors_fire_warn_write_text_and_stop(tmp_path, caplog, scale, kind):
     assert 4 <= len(rec.batch) < 32, len(rec.batch)
 
 
+class NaNBatch(Poison):
+    """Poison's data with NaN inputs in batch ``k`` only (of 16 samples)."""
+
+    def __init__(self, k=1):
+        super().__init__(scale=1.0)
+        self.x[16 * k:16 * (k + 1)] = np.nan
+
+
+def test_weights_made_nan_between_checks_are_reported(tmp_path, caplog):
+    """Checked once an epoch (at batch 3), a NaN batch 1 makes the weights NaN through its update; the
+    check sees them (whatever the gradients of batch 3 then are) and names them."""
+    d = str(tmp_path)
+    tb = TensorBoardHandler(d, grad_health=True)  # histogram_period="epoch": batches 3, 7
+    with caplog.at_level(logging.WARNING, logger="gluon_tb.handlers"):
+        make_est(make_net()).fit(gluon.data.DataLoader(NaNBatch(1), batch_size=BATCH), epochs=2, event_handlers=[tb])
+    ev = readback.tensor_events(d, "train_batch", "grad_health")
+    texts = {e.step: e.tensor_proto.string_val[0].decode() for e in ev}
+    assert 3 in texts and "non-finite gradients, weights or loss" in texts[3], texts
+    assert "`net_conv0_weight` (non-finite weights)" in texts[3], texts[3]
+    assert tb.health_events.get("nonfinite") == 3
+    assert math.isnan(readback.scalars(d, "train_batch", "weight_norm/net_conv0_weight")[0][1])
+
+
+def test_the_global_update_ratio_holds_each_parameters_lr_mult(tmp_path):
+    d = str(tmp_path)
+    net = make_net()
+    net(mx.nd.zeros((1, 1, 8, 8)))
+    names = param_names(net)
+    net.collect_params()[names[0]].lr_mult = 0.1
+    tb = TensorBoardHandler(d, grad_health=True, histogram_period=1)
+    make_est(net).fit(loader(), epochs=1, event_handlers=[tb])
+    mult = {n: (0.1 if n == names[0] else 1.0) for n in names}
+    gn = {n: readback.scalars(d, "train_batch", f"grad_norm/{n}") for n in names}
+    wglob = readback.scalars(d, "train_batch", "weight_norm/global")
+    got = readback.scalars(d, "train_batch", "update_ratio/global")
+    for k in range(4):
+        u = math.sqrt(sum((0.1 * mult[n] * gn[n][k][1]) ** 2 for n in names))  # lr 0.1 (make_est)
+        assert got[k][1] == pytest.approx(u / max(wglob[k][1], u), rel=1e-5)
+
+
 def test_vanishing_detector(tmp_path, caplog):
     d = str(tmp_path)
     net = make_net()
