@@ -9,12 +9,14 @@ private copies. On the worker, ``embedding_action`` writes the files of
 from __future__ import annotations
 
 import math
+import time
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple, Union
 
 import numpy as np
 
 from .._common.arrays import is_ndarray, to_numpy
 from .._common.checks import describe
+from .._format import proto as _proto
 from .capture import array_nbytes, check_array, snapshot
 from .layouts import check_size, guess_layout
 from .projector_config import CONFIG_NAME, EmbeddingEntry, add_entry, projector_config
@@ -167,5 +169,8 @@ def embedding_action(tag: str, step: int, payload: EmbeddingPayload,
         files[CONFIG_NAME] = projector_config(after).encode("ascii")
         sink.write_files(files)  # all of them or none (a full disk leaves no half step)
         entries[:] = after
+        # an event (no value: no chart) in the run's event file, which TensorBoard lists runs by: a
+        # run with embeddings alone would have none (event files are made at a run's first event)
+        sink.write_event(_proto.event(time.time(), step))
 
     return action

@@ -43,6 +43,7 @@ class FileSink:
     def __init__(self, logdir):
         self.logdir = str(logdir)
         self.written = []
+        self.events = []
 
     def write_file(self, relpath, data):
         root = os.path.realpath(self.logdir)
@@ -52,6 +53,9 @@ class FileSink:
         with open(path, "wb") as f:
             f.write(data)
         self.written.append(relpath)
+
+    def write_event(self, event, run=None):
+        self.events.append((run, event))
 
     def write_files(self, files):
         for relpath, data in files.items():
@@ -347,3 +351,27 @@ def test_tensor_bytes_that_read_as_utf8_are_written_as_text():
     assert projector_files.tensor_file(rnd) == (projector_files.TENSORS_BINARY, rnd.tobytes())
     assert projector_files._is_utf8("é".encode() * 40000, chunk=7)  # a character across chunks
     assert not projector_files._is_utf8(b"a" * 100 + b"\xc3", chunk=7)  # cut short at the end
+
+
+@pytest.mark.parametrize("load_fast", ["true", "false"])
+def test_a_run_with_embeddings_alone_is_listed_by_tensorboard(tmp_path, load_fast):
+    """A run is listed by its event file; one that logs only an embedding (an mxboard script that
+    writes nothing else) gets one with an event without a value at the embedding's step, and
+    TensorBoard's run list, its projector's run list and tensor show it."""
+    from tb_server import tensorboard
+
+    vecs = np.random.default_rng(0).random((10, 4)).astype(np.float32)
+    with SummaryWriter(str(tmp_path / "sw")) as w:
+        w.add_embedding("vecs", vecs, labels=[f"l{i}" for i in range(10)], global_step=3)
+    (path,) = readback.event_files(str(tmp_path / "sw"))
+    events = readback.raw_events(path)
+    assert [e.file_version for e in events] == ["brain.Event:2", ""]
+    assert events[1].step == 3 and not events[1].HasField("summary")
+    with tensorboard(str(tmp_path), load_fast=load_fast) as tb:
+        assert tb.get("/data/runs") == ["sw"]
+        assert tb.get("/data/plugin/projector/runs") == ["sw"]
+        info = tb.get("/data/plugin/projector/info", run="sw")
+        [emb] = info["embeddings"]
+        assert emb["tensorShape"] == [10, 4]
+        got = np.frombuffer(tb.get("/data/plugin/projector/tensor", run="sw", name=emb["tensorName"]), "<f4")
+        np.testing.assert_array_equal(got.reshape(10, 4), vecs)
