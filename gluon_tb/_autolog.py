@@ -29,6 +29,7 @@ directory. A class that overrides ``fit`` without calling ``BaseModule.fit`` or 
 """
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 import os
@@ -75,6 +76,8 @@ def autolog(logdir: Union[str, "os.PathLike[str]", None] = None, *, disable: boo
         **options: keyword arguments of :class:`~gluon_tb.handlers.TensorBoardHandler` and
             :class:`~gluon_tb.handlers.TensorBoardCallback` (``batch_period=10``,
             ``histogram_period=None``, ...). Each goes to those of the two that take it.
+            ``grad_health=GradHealth(stop=...)`` stops Estimator fits; a ``Module.fit`` (which a
+            callback cannot stop) gets the same detectors, which warn.
 
     Raises:
         TypeError: an option neither of them takes (named), ``logdir`` missing, ``disable``
@@ -125,6 +128,11 @@ def _check(logdir: Any, options: Mapping[str, Any]) -> _Config:
             raise TypeError(f"autolog() got an unexpected option {name!r}: options are the keyword arguments of "
                             f"TensorBoardHandler and TensorBoardCallback ({', '.join(known)})")
     split = {k: {n: v for n, v in options.items() if n in takes[k]} for k in kinds}
+    health = split[_MODULE].get("grad_health")
+    if getattr(health, "stop", None):  # a callback cannot stop Module.fit: its fits warn only
+        health = copy.copy(health)
+        health.stop = frozenset()
+        split[_MODULE]["grad_health"] = health
     for k, cls in kinds.items():
         made = cls(os.path.join(path, "autolog-check"), **split[k])  # lazy writers: no file is made
         if k == _MODULE:

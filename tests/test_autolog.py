@@ -171,3 +171,18 @@ def test_a_fit_that_raises_closes_its_handler(tmp_path, autolog):
     (first,) = runs(tmp_path)  # the Estimator's fit raised before training: no empty run directory
     assert first.endswith("-fit1")
     assert steps(str(tmp_path), f"{first}/train_batch", "batch_accuracy") == [0, 1]  # on disk when fit raised
+
+
+def test_grad_health_stop_goes_to_estimator_fits_and_module_fits_warn(tmp_path, autolog):
+    """GradHealth(stop=...) is refused by the Module callback (a callback cannot stop Module.fit):
+    autolog gives Module fits the same detectors without stop, and the Estimator's keep it."""
+    from gluon_tb.handlers import GradHealth
+
+    health = GradHealth(stop=["exploding"], explode_factor=50.0)
+    autolog(str(tmp_path / "logs"), grad_health=health)
+    from gluon_tb import _autolog
+
+    config = _autolog._config
+    est, mod = config.options["estimator"]["grad_health"], config.options["module"]["grad_health"]
+    assert est is health and est.stop == frozenset({"exploding"})
+    assert mod.stop == frozenset() and mod.explode_factor == 50.0 and health.stop == frozenset({"exploding"})

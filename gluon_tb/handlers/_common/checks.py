@@ -13,8 +13,20 @@ import re
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Union
 
 # the checks the writer's arguments use too: one error type for one mistake (re-exported for the handlers)
-from ...writer._common.checks import (MAX_STEP, check_choice, check_positive_int, check_positive_number, describe,
-                                      is_int, step_too_large)
+from ...writer._common import checks as _writer_checks
+from ...writer._common.checks import MAX_STEP, check_choice, describe, is_int, is_real, step_too_large
+
+
+def check_positive_int(value: Any, name: str) -> int:
+    """The writer's :func:`~gluon_tb.writer._common.checks.check_positive_int`, a numpy integer
+    taken as its int (a count or period computed with numpy)."""
+    return _writer_checks.check_positive_int(int(value) if is_int(value) else value, name)
+
+
+def check_positive_number(value: Any, name: str) -> float:
+    """The writer's :func:`~gluon_tb.writer._common.checks.check_positive_number`, a numpy float or
+    integer taken as its Python number."""
+    return _writer_checks.check_positive_number(float(value) if is_real(value) else value, name)
 
 ParamFilter = Union[None, str, Callable[[str], bool]]
 

@@ -24,7 +24,8 @@ OTHER_NAMES: Dict[str, str] = {
                    "update_freq=\"epoch\")",
     "write_graph": "graph (True or False)",
     "write_images": "conv_filters=True (the first Conv2D's filters as images); images= logs the input batch",
-    "embeddings_freq": "embeddings= or word_vectors= (logged at every epoch end)",
+    "embeddings_freq": "embeddings= or word_vectors= (logged at the end of fit; Embeddings(every=k) or "
+                       "WordVectors(every=k): also every k epochs, as embeddings_freq=k)",
     "write_steps_per_second": "nothing: epoch_samples_per_second is always logged",
     "flush_millis": "flush_secs (seconds)",
     "max_queue": "nothing: the queue is bounded by memory, not by a count",

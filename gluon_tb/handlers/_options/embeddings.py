@@ -17,7 +17,7 @@ import logging
 from typing import Any, List, Optional, Union
 
 from ...writer import SummaryWriter
-from ...writer._common.checks import check_name, describe, is_python_int
+from ...writer._common.checks import check_name, describe, is_int
 from .._common.checks import check_positive_int, check_positive_int_or_none
 from .._common.run_writers import TRAIN, RunWriters
 from .._mxnet.blocks import LayerProbe, classifier, context_of, find_block
@@ -58,11 +58,11 @@ def check_embeddings(value: Any) -> Optional[Embeddings]:
         return None
     if value is True:
         return Embeddings()
-    if is_python_int(value):
+    if is_int(value):  # a numpy integer too
         if value < 1:
             raise ValueError(f"embeddings must be None, True, a positive sample count or an Embeddings(...), "
                              f"got {value}")
-        return Embeddings(value)
+        return Embeddings(int(value))
     if isinstance(value, Embeddings):
         return value
     raise TypeError(f"embeddings must be None, True, a sample count (int) or an Embeddings(...), "

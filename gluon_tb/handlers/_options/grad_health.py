@@ -29,6 +29,7 @@ How the norms are computed without the training thread waiting: ``grad_health_mo
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Optional, Sequence, Union
 
 from ...writer._common.checks import check_bool, describe
@@ -56,8 +57,13 @@ class GradHealth:
                  explode_factor: float = 100.0, stop: Union[bool, Sequence[str]] = False,
                  per_param: bool = True) -> None:
         self.vanish_below = check_positive_number(vanish_below, "vanish_below")
+        if not math.isfinite(self.vanish_below):  # every norm would be "vanishing"
+            raise ValueError(f"vanish_below must be a finite positive number, got {vanish_below!r}")
         self.vanish_checks = check_positive_int(vanish_checks, "vanish_checks")
         self.explode_factor = check_positive_number(explode_factor, "explode_factor")
+        if not self.explode_factor > 1:  # a norm that merely does not shrink would be "exploding"
+            raise ValueError(f"explode_factor must be a number above 1 (how many times its recent mean a norm "
+                             f"must exceed), got {explode_factor!r}")
         expect = f"a bool or a collection of {', '.join(map(repr, KINDS))}"
         if isinstance(stop, bool):
             self.stop = frozenset(KINDS if stop else ())

@@ -113,3 +113,24 @@ def test_numpy_integers_are_taken_as_their_ints(tmp_path, cls):
             cls(str(tmp_path), batch_period=bad)
     with pytest.raises(ValueError, match="initial_step must be None or an int >= 0, got -1"):
         cls(str(tmp_path), initial_step=np.int64(-1))
+
+
+def test_see_inside_options_take_numpy_numbers_and_refuse_values_that_cannot_work():
+    import numpy as np
+
+    g = GradHealth(vanish_checks=np.int64(3), vanish_below=np.float32(1e-7), explode_factor=np.float64(50))
+    assert (g.vanish_checks, type(g.vanish_checks), g.explode_factor) == (3, int, 50.0)
+    assert g.vanish_below == pytest.approx(1e-7) and type(g.vanish_below) is float
+    from gluon_tb.handlers._options.embeddings import check_embeddings
+
+    assert check_embeddings(np.int64(16)).samples == 16
+    TensorBoardHandler("x", embeddings=np.int64(16), histogram_sample=np.int64(1000))  # accepted
+    for kwargs, message in [({"explode_factor": 0.5}, "explode_factor must be a number above 1"),
+                            ({"explode_factor": 1}, "explode_factor must be a number above 1"),
+                            ({"vanish_below": float("inf")}, "vanish_below must be a finite positive number")]:
+        with pytest.raises(ValueError, match=message):
+            GradHealth(**kwargs)
+    for kwargs in ({"vanish_checks": True}, {"vanish_below": np.bool_(True)}, {"vanish_checks": 3.0}):
+        with pytest.raises(TypeError):
+            GradHealth(**kwargs)
+    assert Embeddings(np.int64(5)).samples == 5
