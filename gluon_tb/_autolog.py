@@ -128,7 +128,7 @@ def _check(logdir: Any, options: Mapping[str, Any]) -> _Config:
             raise TypeError(f"autolog() got an unexpected option {name!r}: options are the keyword arguments of "
                             f"TensorBoardHandler and TensorBoardCallback ({', '.join(known)})")
     split = {k: {n: v for n, v in options.items() if n in takes[k]} for k in kinds}
-    health = split[_MODULE].get("grad_health")
+    health: Any = split[_MODULE].get("grad_health")
     if getattr(health, "stop", None):  # a callback cannot stop Module.fit: its fits warn only
         health = copy.copy(health)
         health.stop = frozenset()
