@@ -49,8 +49,27 @@ class Embeddings:
         self.samples = check_positive_int(samples, "samples")
         self.layer = check_name(layer, "layer", "None or a block name", allow_none=True)
         self.every = check_positive_int_or_none(every, "every")
-        self.data = data
+        self.data = _check_data(data)
         self.tag = check_name(tag, "tag", "a non-empty str")
+
+
+def _check_data(data: Any) -> Any:
+    """``Embeddings(data=)``: ``None``, an ``(inputs, labels)`` pair of arrays with one label per
+    input row, or something iterable giving ``[data, label]`` batches (a DataLoader, a DataIter)."""
+    expect = "None, an (inputs, labels) pair of arrays or an iterable of [data, label] batches (a DataLoader)"
+    if data is None:
+        return None
+    if isinstance(data, (str, bytes)) or not hasattr(data, "__iter__") or hasattr(data, "shape"):
+        raise TypeError(f"Embeddings(data=) must be {expect}, got {describe(data)}")
+    if isinstance(data, (tuple, list)) and data and hasattr(data[0], "shape"):  # the pair (else batches)
+        if len(data) != 2 or not all(hasattr(a, "shape") and len(a.shape) >= 1 for a in data):
+            raise ValueError(f"Embeddings(data=) must be {expect}; a {type(data).__name__} of "
+                             f"{len(data)} is taken as the pair, got {describe(data)}")
+        rows, labels = int(data[0].shape[0]), int(data[1].shape[0])
+        if rows != labels:
+            raise ValueError(f"Embeddings(data=(inputs, labels)) must have one label per input row, got "
+                             f"{rows} input rows and {labels} labels")
+    return data
 
 
 def check_embeddings(value: Any) -> Optional[Embeddings]:

@@ -134,3 +134,20 @@ def test_see_inside_options_take_numpy_numbers_and_refuse_values_that_cannot_wor
         with pytest.raises(TypeError):
             GradHealth(**kwargs)
     assert Embeddings(np.int64(5)).samples == 5
+
+
+def test_embeddings_data_is_checked_when_made():
+    """Embeddings(data=) was taken as given and failed at the end of training (a wrong label count)
+    or quietly logged nothing (a str, a 1-tuple) with a warning that said no data was given."""
+    import numpy as np
+
+    x, y = np.zeros((4, 3), np.float32), np.zeros(4, np.float32)
+    for ok in (None, (x, y), [x, y], [[x, y], [x, y]]):
+        Embeddings(data=ok)
+    with pytest.raises(ValueError, match=r"one label per input row, got 4 input rows and 3 labels"):
+        Embeddings(data=(x, y[:3]))
+    with pytest.raises(ValueError, match=r"Embeddings\(data=\) must be None, an \(inputs, labels\) pair"):
+        Embeddings(data=(x,))
+    for bad in ("x", 5, x):
+        with pytest.raises(TypeError, match=r"Embeddings\(data=\) must be None, an \(inputs, labels\) pair"):
+            Embeddings(data=bad)
