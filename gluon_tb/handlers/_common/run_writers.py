@@ -64,6 +64,20 @@ class RunWriter(SummaryWriter):
     _MAKE_LOGDIR_NOW = False
 
 
+def close_leaving_with(close: Callable[[], None], logdir: str, exc_type: Optional[type]) -> None:
+    """``__exit__`` of a handler used as a context manager: ``close()``; while an error is on its way
+    out (the writer's own, with ``on_error="raise"``, say), an error of the close is logged instead of
+    raised, so that it does not replace the first one (it is often the same, met again)."""
+    if exc_type is None:
+        close()
+        return
+    try:
+        close()
+    except Exception as e:  # noqa: BLE001 - reported, and the first error goes on
+        logger.warning("gluon_tb: closing %s after %s also failed: %s: %s", logdir, exc_type.__name__,
+                       type(e).__name__, e)
+
+
 class RunWriters:
     """One lazily opened :class:`SummaryWriter` per run directory, and the error policy.
 

@@ -45,7 +45,7 @@ from .._common.checks import (ParamFilter, check_choice, check_hparams, check_po
                               check_positive_number, check_start, param_selector)
 from .._common.input_wait import InputWait
 from .._common.keras_names import known_names
-from .._common.run_writers import ON_ERROR, TRAIN, TRAIN_BATCH, RunWriters, logger
+from .._common.run_writers import ON_ERROR, TRAIN, TRAIN_BATCH, RunWriters, close_leaving_with
 from .._common.schedule import Period, schedule
 from .._mxnet.hooks import FitScope, Wrap, wrap
 from .._mxnet.metric_windows import BatchMetrics
@@ -226,14 +226,7 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        if exc[0] is None:
-            self.close()
-            return
-        try:  # an error is on its way out (the writer's own, with on_error="raise"): not masked by
-            self.close()  # the same error met again while closing
-        except Exception as e:  # noqa: BLE001 - reported, and the first error goes on
-            logger.warning("gluon_tb: closing %s after %s also failed: %s: %s", self._out.logdir,
-                           exc[0].__name__, type(e).__name__, e)
+        close_leaving_with(self.close, self._out.logdir, exc[0])
 
     # ------------------------------------------------------------ events
     def train_begin(self, estimator: Any, *args: Any, **kwargs: Any) -> None:

@@ -11,7 +11,7 @@ from .._common.checks import (ParamFilter, check_choice, check_positive_int_or_n
                               param_selector)
 from .._common.input_wait import InputWait
 from .._common.keras_names import module_known_names
-from .._common.run_writers import ON_ERROR, TRAIN, TRAIN_BATCH, VALIDATION, RunWriters, logger
+from .._common.run_writers import ON_ERROR, TRAIN, TRAIN_BATCH, VALIDATION, RunWriters, close_leaving_with
 from .._common.schedule import Period, schedule
 from .._mxnet.metric_names import scores
 from .._mxnet.metric_windows import BatchMetrics
@@ -338,14 +338,7 @@ class TensorBoardCallback:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        if exc[0] is None:
-            self.close()
-            return
-        try:  # an error is on its way out (the writer's own, with on_error="raise"): not masked by
-            self.close()  # the same error met again while closing
-        except Exception as e:  # noqa: BLE001 - reported, and the first error goes on
-            logger.warning("gluon_tb: closing %s after %s also failed: %s: %s", self._out.logdir,
-                           exc[0].__name__, type(e).__name__, e)
+        close_leaving_with(self.close, self._out.logdir, exc[0])
 
     @property
     def worker(self) -> Optional[Worker]:
