@@ -113,9 +113,26 @@ class Projector(EveryEpochs):
             return None
         if self.cfg.data is not None:
             self._take_from(self.cfg.data)
+            self._try_sample(net)
             return None
         return wrap(estimator.batch_processor, ("evaluate_batch",), self._see_validation, with_args=True,
                     scope=scope, on_dead=on_dead)
+
+    def _try_sample(self, net: Any) -> None:
+        """``Embeddings(data=)``'s inputs through the probe, one row, before training: inputs the net
+        cannot take fail here, not when the embeddings are computed at the end of ``fit``. Only
+        when every parameter's shape is known: a deferred one would be set by this row's shape."""
+        if not self._xs or self._probe is None or \
+                not all(p.shape and all(d > 0 for d in p.shape) for p in net.collect_params().values()):
+            return
+        x = self._xs[0][:1]
+        try:
+            feats, _ = self._probe(x.as_in_context(context_of(net)))
+            feats.wait_to_read()
+        except Exception as e:  # noqa: BLE001 - MXNet's errors, named for the argument they came from
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise ValueError(f"Embeddings(data=): the network cannot take its inputs (a row of shape "
+                             f"{tuple(x.shape)[1:]}): {first}") from e
 
     def _take_from(self, data: Any) -> None:
         if isinstance(data, (tuple, list)) and len(data) == 2 and hasattr(data[0], "shape"):

@@ -5,9 +5,11 @@ channels. A 2-D array whose first dimension is 1 or 2 and whose second is
 greater than 2 is read as ``(channels, frames)`` instead (so ``(2, 44100)`` is
 one second of stereo, while ``(2, 2)`` is two stereo frames).
 
-Values: every numeric dtype is read as amplitude in ``[-1, 1]``: values outside
-are clipped, NaN becomes 0, and samples are ``round(x * 32767)``. Integer PCM
-(e.g. int16) is *not* recognised: divide it by 32768 first.
+Values: integer PCM in the dtypes WAV files hold is written as such: int16 (what
+``scipy.io.wavfile`` reads from a 16-bit file) sample for sample, int32 by its top 16 bits, uint8
+(8-bit WAV, centred on 128) scaled to 16 bits. Every other numeric dtype (floats, bool, int64 and
+the other integers) is read as amplitude in ``[-1, 1]``: values outside are clipped, NaN becomes 0,
+and samples are ``round(x * 32767)``.
 """
 from __future__ import annotations
 
@@ -41,7 +43,8 @@ def capture_audio(audio: Any, sample_rate: Number = 44100) -> AudioPayload:
     shape that is one of those without its axes of length 1 (mxboard squeezed the array).
 
     ``sample_rate`` is a number of samples per second, at least 1 (it is
-    rounded to an int in the WAV header). Values are clipped to [-1, 1].
+    rounded to an int in the WAV header). Floats are clipped to [-1, 1]; int16, int32 and
+    uint8 are integer PCM (see the module's docstring).
     """
     if not is_real(sample_rate):
         raise TypeError(f"sample_rate must be a positive number, got {describe(sample_rate)}")
@@ -114,6 +117,11 @@ def wav(arr: np.ndarray, sample_rate: float) -> Message:
     return encode_wav(to_pcm16(arr), sample_rate)
 
 
+#: integer PCM dtypes, as 16-bit samples
+_PCM = {np.dtype(np.int16): lambda a: a, np.dtype(np.int32): lambda a: a >> 16,
+        np.dtype(np.uint8): lambda a: (a.astype(np.int16) - 128) << 8}
+
+
 def build_audio(tag: str, payload: AudioPayload) -> Message:
     """Encode the clip as WAV in a ``Summary.Value.audio``."""
     arr = to_numpy(payload.array, "audio")
@@ -122,4 +130,7 @@ def build_audio(tag: str, payload: AudioPayload) -> Message:
     elif payload.channels_first:
         arr = arr.T
     n, c = arr.shape
-    return _proto.value(tag, audio=_proto.audio(payload.sample_rate, c, n, wav(arr, payload.sample_rate)))
+    pcm = _PCM.get(np.dtype(arr.dtype).newbyteorder("="))
+    data = encode_wav(pcm(arr.astype(arr.dtype.newbyteorder("="), copy=False)), payload.sample_rate) \
+        if pcm is not None else wav(arr, payload.sample_rate)
+    return _proto.value(tag, audio=_proto.audio(payload.sample_rate, c, n, data))

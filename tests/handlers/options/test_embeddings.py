@@ -53,3 +53,27 @@ def test_embeddings_are_the_classifier_inputs_with_labels(tmp_path, source):
     assert rows[0] == "label\tpredicted"
     assert rows[1:] == [f"{int(a)}\t{int(b)}" for a, b in zip(sy, pred.asnumpy())]
 
+
+
+def test_inputs_the_net_cannot_take_fail_before_training(tmp_path):
+    """Embeddings(data=) inputs of the wrong shape were found only when the embeddings were computed,
+    at the end of fit (an MXNetError after the whole training); with the net's shapes known, one
+    row goes through the probe at the start, and the error names the argument."""
+    import mxnet as mx
+    import numpy as np
+
+    from estimator_setup import Recorder, loader, make_est, make_net
+
+    net = make_net()
+    net(mx.nd.zeros((1, 1, 8, 8)))  # shapes known
+    rec = Recorder()
+    bad = (np.zeros((4, 1, 9, 9), np.float32), np.zeros(4, np.float32))
+    with pytest.raises(ValueError, match=r"^Embeddings\(data=\): the network cannot take its inputs \(a row of "
+                                         r"shape \(1, 9, 9\)\): "):
+        make_est(net).fit(loader(), epochs=1, event_handlers=[
+            TensorBoardHandler(str(tmp_path / "bad"), embeddings=Embeddings(4, data=bad)), rec])
+    assert rec.batch == []
+    good = (np.zeros((4, 1, 8, 8), np.float32), np.zeros(4, np.float32))
+    make_est(net).fit(loader(), epochs=1, event_handlers=[
+        TensorBoardHandler(str(tmp_path / "good"), embeddings=Embeddings(4, data=good))])
+    assert (os.path.isfile(tmp_path / "good" / "train" / "projector_config.pbtxt"))

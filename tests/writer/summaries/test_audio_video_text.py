@@ -90,6 +90,12 @@ AUDIO_CASES = [
     ("beyond [-1,1] clipped", np.array([-3.0, -1.0, 0.5, 1.0, 7.0]), {}, [-32767, -32767, 16384, 32767, 32767]),
     ("NaN -> 0", np.array([np.nan, 0.25]), {}, [0, 8192]),
     ("int64 read as amplitude", np.array([-2, 0, 1, 5], np.int64), {}, [-32767, 0, 32767, 32767]),
+    # integer PCM as WAV files hold it (scipy.io.wavfile's int16): sample for sample, not clipped to +-1
+    ("int16 PCM as it is", np.array([0, 16000, -32768, 32767, -1], np.int16), {}, [0, 16000, -32768, 32767, -1]),
+    ("int16 big-endian", np.array([0, 16000, -32768], ">i2"), {}, [0, 16000, -32768]),
+    ("int32 PCM by its top 16 bits", np.array([0, 1 << 30, -(1 << 31), (1 << 31) - 1], np.int32), {},
+     [0, 16384, -32768, 32767]),
+    ("uint8 PCM centred on 128", np.array([128, 255, 0, 192], np.uint8), {}, [0, 32512, -32768, 16384]),
     ("3 channels", np.zeros((100, 3)), {}, (ValueError, ["audio", "(100, 3)"])),
     ("3-D", np.zeros((2, 2, 2)), {}, (ValueError, ["audio", "(2, 2, 2)"])),
     ("empty", np.zeros(0), {}, (ValueError, ["audio", "frame"])),
