@@ -106,6 +106,8 @@ def checked_png(nchw: np.ndarray, nrow: Optional[int], tag: str,
             or not nchw.dtype.isnative or not 1 <= nchw.shape[1] <= 4
             or not (nrow is None or (is_int(nrow) and nrow >= 1))):
         return None
+    if nchw.dtype.char == "d" and _beyond_float32(display_range(nchw)):  # the kernel rescales in float32
+        return None
     n, c, h, w = nchw.shape
     ncol, p, gh, gw = grid_layout(n, h, w, nrow, 2)
     png, _finite, lo, hi, rescaled = _fastpng.png_grid(np.ascontiguousarray(nchw), n, c, h, w, ncol, p,
@@ -115,9 +117,23 @@ def checked_png(nchw: np.ndarray, nrow: Optional[int], tag: str,
     return png, (gh, gw, c)
 
 
+def _beyond_float32(rng: Optional[Tuple[float, float]]) -> bool:
+    """A ``display_range`` that float32 arithmetic (the kernels', numpy's below) cannot rescale by:
+    values or a span past float32's range, or a span so narrow its inverse is."""
+    if rng is None:
+        return False
+    lo, hi = rng
+    return max(abs(lo), abs(hi)) > 1e37 or (hi - lo) < 1e-30
+
+
 def to_uint8(arr: np.ndarray, rescale: Optional[Tuple[float, float]] = None) -> np.ndarray:
     """Apply the module's value policy (see the module docstring); ``rescale``: the ``(min, max)``
     of :func:`display_range`, mapped to ``[0, 1]`` first."""
+    if arr.dtype == np.float64 and _beyond_float32(rescale):  # values float32 cannot hold (1e300): in float64
+        lo, hi = rescale  # type: ignore[misc]
+        with np.errstate(all="ignore"):  # halves: hi - lo itself may overflow float64
+            arr = (arr / 2 - lo / 2) / (hi / 2 - lo / 2)
+        rescale = None
     src = kernel_input(arr)
     if src is not None:
         lo, hi = rescale if rescale is not None else (0.0, 1.0)

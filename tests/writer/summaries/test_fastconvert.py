@@ -154,6 +154,9 @@ def test_png_grid_is_the_numpy_grid_encoded_and_warns_alike(x, nrow, sliced):
     with warnings.catch_warnings(record=True) as want_w:
         warnings.simplefilter("always")
         grid = numpy_only(lambda: pixels.tile_images(pixels.checked_uint8(x, tag + "-numpy"), nrow=nrow))
+    if x.dtype == np.float64 and pixels._beyond_float32(pixels.display_range(x)):
+        assert got is None  # the kernel rescales in float32: float64 past its range goes numpy's way
+        return
     assert got is not None
     png, shape = got
     assert shape == grid.shape

@@ -78,6 +78,16 @@ def test_float_scaled_rounded_and_colorspace(tmp_path):
     assert raw.image.colorspace == 1
 
 
+@pytest.mark.parametrize("big", [1e300, 1e40])
+@pytest.mark.parametrize("method", ["add_image", "add_images"])
+def test_float64_values_float32_cannot_hold_are_rescaled_right(tmp_path, big, method):
+    """The kernels rescale in float32: float64 values past its range (1e40 became inf, 1e300 all
+    zeros: the warning said "rescaled" and the pixels were wrong) are mapped in float64 first."""
+    x = np.array([[0.0, big], [-big, 0.5]], np.float64)
+    px = roundtrip(tmp_path, x if method == "add_image" else x[None], method)  # warned once per tag
+    assert px.reshape(-1).tolist() == [128, 255, 0, 128]
+
+
 def test_batch_grid_exact(tmp_path):
     x = np.random.default_rng(2).integers(0, 256, (5, 3, 4, 6), dtype=np.uint8)
     px = roundtrip(tmp_path, x, "add_images")
