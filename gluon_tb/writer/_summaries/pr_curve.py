@@ -16,6 +16,7 @@ Otherwise numpy computes the same buckets (tests compare the two).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Tuple, Union
 
@@ -74,6 +75,8 @@ def capture_pr_curve(labels: Any, predictions: Any, num_thresholds: int = 127,
     if weights is not None:
         if is_real(weights):
             weights = as_float(weights, "weights")
+            if not (math.isfinite(weights) and weights >= 0):
+                raise ValueError(f"weights must be finite and >= 0 (a sample's weight), got {weights!r}")
         else:
             weights = _take(weights, "weights")
             if np.dtype(weights.dtype).kind not in "iuf":
@@ -85,6 +88,8 @@ def capture_pr_curve(labels: Any, predictions: Any, num_thresholds: int = 127,
         _check_predictions(predictions)
     if isinstance(labels, np.ndarray):
         _check_labels(labels)
+    if isinstance(weights, np.ndarray):
+        _check_weights(weights)
     checked = isinstance(predictions, np.ndarray) and isinstance(labels, np.ndarray)
     return PrCurvePayload(labels, predictions, int(num_thresholds), weights, checked)
 
@@ -213,6 +218,18 @@ def _curves(tp_buckets: np.ndarray, fp_buckets: np.ndarray) -> np.ndarray:
     return out
 
 
+def _check_weights(w: np.ndarray) -> None:
+    """Weights count samples: a negative one (or NaN, inf) gives counts and a precision TensorBoard
+    cannot mean (-1e7)."""
+    with np.errstate(invalid="ignore"):
+        bad = ~(np.isfinite(w) & (w >= 0)) if np.dtype(w.dtype).kind == "f" else np.asarray(w) < 0
+    n = int(np.count_nonzero(bad))
+    if n:
+        first = np.asarray(w).reshape(-1)[int(np.argmax(np.asarray(bad).reshape(-1)))]
+        raise ValueError(f"weights must be finite and >= 0 (a sample's weight), got {n} of {w.size} that are "
+                         f"not (the first: {first!r})")
+
+
 def metadata(tag: str, num_thresholds: int, description: str = "") -> bytes:
     """``SummaryMetadata`` for the ``pr_curves`` plugin (``PrCurvePluginData`` hand-encoded)."""
     content = f_varint(2, num_thresholds)  # version (field 1) is 0: omitted
@@ -225,6 +242,9 @@ def build_pr_curve(tag: str, payload: PrCurvePayload) -> Message:
     predictions = to_numpy(payload.predictions, "predictions")
     weights = payload.weights
     if weights is not None and not isinstance(weights, float):
+        if not isinstance(weights, np.ndarray):  # an NDArray's values, read here
+            weights = to_numpy(weights, "weights")
+            _check_weights(weights)
         weights = to_numpy(weights, "weights")
     labels, predictions = np.asarray(labels), np.asarray(predictions)
     meta = metadata(tag, payload.num_thresholds)

@@ -261,3 +261,25 @@ def test_the_kernels_refuse_inputs_they_do_not_read_naming_themselves():
         pr_mod._fast.pr_counts(preds, labels, 1.0, np.zeros(5), np.zeros(4))
     with pytest.raises(TypeError, match="x must be float32 or float64"):
         pr_mod._fast.pr_curve_piece(labels, labels, 1.0, 5)
+
+
+@pytest.mark.parametrize("weights", [np.array([-1.0, 1.0]), -0.5, float("nan"), np.array([1, -2]),
+                                     np.array([np.inf, 1.0])])
+def test_weights_that_are_not_sample_counts_are_refused(tmp_path, weights):
+    """A negative weight gave TensorBoard true_positives of -1 and a precision of -1e7."""
+    with SummaryWriter(str(tmp_path)) as w:
+        with pytest.raises(ValueError, match=r"weights must be finite and >= 0"):
+            w.add_pr_curve("p", np.array([0, 1]), np.array([0.2, 0.9]), weights=weights)
+        w.add_pr_curve("p", np.array([0, 1]), np.array([0.2, 0.9]), global_step=1)  # still working
+
+
+def test_ndarray_weights_are_checked_on_the_writer_thread(tmp_path):
+    import mxnet as mx
+
+    w = SummaryWriter(str(tmp_path))
+    w.add_pr_curve("p", mx.nd.array([0, 1]), mx.nd.array([0.2, 0.9]), weights=mx.nd.array([1.0, -1.0]))
+    with pytest.raises(ValueError, match=r"weights must be finite and >= 0"):
+        w.flush()
+    w.add_pr_curve("p", np.array([0, 1]), np.array([0.2, 0.9]), global_step=2)
+    w.close()
+    assert [e.step for e in tensor_events(str(tmp_path), ".", "p")] == [2]
