@@ -236,10 +236,23 @@ def _build(tag: str, payload: HistogramPayload) -> bytes:
     if fast is None:
         counts, right_edges = bucket_counts(x, finite, orig, payload.bins)
         total, total_sq = sums(finite)
+    if isinstance(payload.bins, np.ndarray):  # user-given edges: numpy.histogram leaves out what is outside
+        inside = int(np.sum(counts))
+        if inside < n_finite:
+            _warn_outside(tag, n_finite - inside, n_finite, payload.bins)
     # the buckets from the first non-empty one to the last (none: every finite value was
     # outside user-given edges)
     histo = _proto.trimmed_histogram(lo, hi, float(n_finite), total, total_sq, right_edges, counts)
     return _proto.value(tag, histo=histo)
+
+
+def _warn_outside(tag: str, n: int, size: int, edges: np.ndarray) -> None:
+    with _warned_lock:
+        if ("outside", tag) in _warned:
+            return
+        _warned.add(("outside", tag))
+    _LOG.warning("histogram %r: left out %d of %d value(s) outside the given bins' edges [%g, %g], as "
+                 "numpy.histogram does (warned once per tag)", tag, n, size, edges[0], edges[-1])
 
 
 def _warn_nonfinite(tag: str, n: int, size: int) -> None:

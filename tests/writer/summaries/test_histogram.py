@@ -382,3 +382,21 @@ def test_add_histograms_equals_add_histogram_one_by_one_at_the_call(tmp_path):
 
     got, want = histos(many), histos(one)
     assert sorted(got) == sorted(arrays) and got == want
+
+
+def test_values_outside_given_edges_are_left_out_with_a_warning(tmp_path, caplog):
+    """numpy.histogram leaves out what is outside the edges; the counts are numpy's, and the writer
+    says how many were left out, once per tag (it was silence, even with every value outside)."""
+    import logging
+
+    x = np.random.default_rng(0).standard_normal(1000)
+    edges = [-3, -1, 0, 0.5, 1, 3]
+    tag = f"h{np.random.default_rng().integers(1 << 40)}"  # warned once per tag in a process
+    with caplog.at_level(logging.WARNING, logger="gluon_tb"):
+        with SummaryWriter(str(tmp_path)) as w:
+            w.add_histogram(tag, x, 0, bins=edges)
+            w.add_histogram(tag, x, 1, bins=edges)
+    said = [r.getMessage() for r in caplog.records if tag in r.getMessage()]
+    outside = int(np.sum((x < -3) | (x > 3)))
+    assert outside > 0 and said == [f"histogram {tag!r}: left out {outside} of 1000 value(s) outside the given "
+                                    "bins' edges [-3, 3], as numpy.histogram does (warned once per tag)"]
