@@ -245,6 +245,30 @@ def audio(sample_rate: float, num_channels: int, length_frames: int, encoded: Me
     return concat(head, f_message(4, encoded), f_str(5, content_type))
 
 
+#: ``AudioPluginData.Encoding.WAV`` (tensorboard/plugins/audio/plugin_data.proto)
+AUDIO_WAV = 11
+
+
+@overload
+def audio_tensor(encoded: bytes, label: bytes = b"") -> bytes: ...
+@overload
+def audio_tensor(encoded: Message, label: bytes = b"") -> Message: ...
+
+
+def audio_tensor(encoded: Message, label: bytes = b"") -> Message:
+    """The ``audio`` plugin's tensor: ``DT_STRING`` of shape ``[1, 2]``, the encoded clip and its
+    label (what ``tf.summary.audio`` writes; with :func:`audio_metadata`)."""
+    return concat(f_varint(1, DT_STRING) + f_bytes(2, tensor_shape([1, 2])), f_message(8, encoded),
+                  f_bytes(8, label))
+
+
+def audio_metadata(tag: str) -> bytes:
+    """``SummaryMetadata`` of the ``audio`` plugin with ``AudioPluginData(encoding=WAV)``: both of
+    TensorBoard's loaders then serve the clip as ``audio/wav`` (the Rust one served the legacy
+    ``Summary.Audio`` as ``application/octet-stream``)."""
+    return metadata("audio", f_varint(2, AUDIO_WAV), display_name=tag)
+
+
 # ---------------------------------------------------------------- Tensor
 def tensor_shape(dims: Sequence[int]) -> bytes:
     return b"".join(f_bytes(2, f_varint(1, d) if d else b"") for d in dims)

@@ -1,4 +1,5 @@
-"""Audio clips, written as 16-bit PCM WAV in a ``Summary.Value.audio``.
+"""Audio clips, written as 16-bit PCM WAV in the ``audio`` plugin's tensor (``[[wav, label]]``,
+``AudioPluginData(encoding=WAV)``: what ``tf.summary.audio`` writes).
 
 Shapes: 1-D ``(frames,)`` is mono; 2-D is ``(frames, channels)`` with 1 or 2
 channels. A 2-D array whose first dimension is 1 or 2 and whose second is
@@ -123,7 +124,7 @@ _PCM = {np.dtype(np.int16): lambda a: a, np.dtype(np.int32): lambda a: a >> 16,
 
 
 def build_audio(tag: str, payload: AudioPayload) -> Message:
-    """Encode the clip as WAV in a ``Summary.Value.audio``."""
+    """Encode the clip as WAV in the ``audio`` plugin's tensor."""
     arr = to_numpy(payload.array, "audio")
     if arr.ndim == 1:
         arr = arr[:, None]
@@ -133,4 +134,4 @@ def build_audio(tag: str, payload: AudioPayload) -> Message:
     pcm = _PCM.get(np.dtype(arr.dtype).newbyteorder("="))
     data = encode_wav(pcm(arr.astype(arr.dtype.newbyteorder("="), copy=False)), payload.sample_rate) \
         if pcm is not None else wav(arr, payload.sample_rate)
-    return _proto.value(tag, audio=_proto.audio(payload.sample_rate, c, n, data))
+    return _proto.value(tag, tensor=_proto.audio_tensor(data), metadata=_proto.audio_metadata(tag))

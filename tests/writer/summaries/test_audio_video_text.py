@@ -70,10 +70,33 @@ def test_audio_fields_and_copy(tmp_path):
     with SummaryWriter(str(tmp_path)) as w:
         w.add_audio("snd", x, sample_rate=22050.0)
         x[:] = 1
-    [(_, v)] = readback.summary_values(str(tmp_path))  # as written: the loader drops these fields
-    a = v.audio
-    assert (a.sample_rate, a.num_channels, a.length_frames, a.content_type) == (22050, 2, 50, "audio/wav")
-    assert not np.frombuffer(a.encoded_audio_string[44:], "<i2").any()
+    [(_, v)] = readback.summary_values(str(tmp_path))  # as written: tf.summary.audio's form
+    from tensorboard.plugins.audio import plugin_data_pb2
+
+    assert v.metadata.plugin_data.plugin_name == "audio"
+    pd = plugin_data_pb2.AudioPluginData.FromString(v.metadata.plugin_data.content)
+    assert pd.encoding == plugin_data_pb2.AudioPluginData.WAV
+    assert [d.size for d in v.tensor.tensor_shape.dim] == [1, 2] and v.tensor.string_val[1] == b""
+    with wave.open(io.BytesIO(v.tensor.string_val[0])) as wv:
+        assert (wv.getframerate(), wv.getnchannels(), wv.getnframes(), wv.getsampwidth()) == (22050, 2, 50, 2)
+        assert not np.frombuffer(wv.readframes(50), "<i2").any()
+
+
+@pytest.mark.parametrize("load_fast", ["true", "false"])
+def test_audio_is_served_as_wav_by_both_loaders(tmp_path, load_fast):
+    """The legacy Summary.Audio was served as application/octet-stream by the Rust loader."""
+    from tb_server import tensorboard
+
+    x = np.sin(np.linspace(0, 40, 800)) * 0.5
+    with SummaryWriter(str(tmp_path / "run")) as w:
+        w.add_audio("snd", x, global_step=4, sample_rate=8000)
+    with tensorboard(str(tmp_path), load_fast=load_fast) as tb:
+        [clip] = tb.get("/data/plugin/audio/audio", run="run", tag="snd", sample=0)
+        assert clip["contentType"] == "audio/wav" and clip["step"] == 4
+        wav_bytes = tb.get("/data/plugin/audio/individualAudio?" + clip["query"])
+        with wave.open(io.BytesIO(wav_bytes)) as wv:
+            got = np.frombuffer(wv.readframes(wv.getnframes()), "<i2")
+        np.testing.assert_array_equal(got, pcm(x))
 
 
 def test_audio_ndarray(tmp_path):
