@@ -108,6 +108,8 @@ def check_hparams(hparam_dict: Any, name: str = "hparam_dict") -> Dict[str, HPar
     """``{name: str | bool | int | float}`` (numpy scalars accepted) -> a normalised copy.
     ``name``: the argument's, for the errors (a handler's ``hparams``)."""
     d = _mapping(hparam_dict, name)
+    if not d:  # TensorBoard would show an experiment without a column
+        raise ValueError(f"{name} must name at least one hyperparameter, got an empty {type(d).__name__}")
     return {_key(k, name): _hparam_value(v, f"{name}[{k!r}]") for k, v in d.items()}
 
 

@@ -97,7 +97,7 @@ _hp_value = st.one_of(st.text(max_size=20), st.booleans(), st.integers(-2**53, 2
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.dictionaries(st.text(min_size=1, max_size=10), _hp_value, max_size=6))
+@given(st.dictionaries(st.text(min_size=1, max_size=10), _hp_value, min_size=1, max_size=6))
 def test_any_hparam_dict_round_trips(tmp_path_factory, hparams):
     values = logged_hparams(tmp_path_factory.mktemp("hp"), hparams, {})
     start = plugin_data_pb2.HParamsPluginData.FromString(
@@ -277,3 +277,15 @@ def test_layout_errors_name_layout(tmp_path, layout, exc, word):
 def test_nan_metric_is_allowed(tmp_path):
     (v,) = logged_hparams(tmp_path, {"a": 1}, {"m": float("nan")}, experiment=False)[2:]
     assert math.isnan(v.simple_value)
+
+
+def test_an_empty_hparam_dict_is_refused_and_the_writer_goes_on(tmp_path):
+    """TensorBoard showed an experiment without a column; the handler's hparams={} likewise."""
+    from gluon_tb import TensorBoardHandler
+
+    with SummaryWriter(str(tmp_path)) as w:
+        with pytest.raises(ValueError, match=r"^hparam_dict must name at least one hyperparameter, got an empty dict$"):
+            w.add_hparams({}, {"acc": 0.5})
+        w.add_hparams({"lr": 0.1}, {"acc": 0.5})
+    with pytest.raises(ValueError, match=r"^hparams must name at least one hyperparameter"):
+        TensorBoardHandler(str(tmp_path / "h"), hparams={})
