@@ -220,6 +220,10 @@ class RunWriters:
             self.failed(e)
 
     def say_once(self, key: str, msg: str, level: int = logging.INFO) -> None:
+        """Log ``msg`` once per ``key``; a muted worker (not rank 0, which speaks for the training)
+        says nothing."""
+        if self._muted:
+            return
         if key not in self._told:
             self._told.add(key)
             logger.log(level, msg)

@@ -234,6 +234,7 @@ class TensorBoardHandler(TrainBegin, EpochBegin, BatchBegin, BatchEnd, EpochEnd,
         self._parts.prepare(Fit(net=estimator.net, estimator=estimator))  # raises before anything is hooked
         scope = self._scope = FitScope(estimator)
         keep_first(scope.fit_locals(), self)  # listed twice: acts once
+        self._epochs.place_worker(estimator)  # a muted rank says nothing from here on
         if not self._fits:
             self._start_at(resume_point(estimator, scope, *self._initial))
         else:  # after a fit that raised, its last batch may have logged gradients: go past it

@@ -112,3 +112,35 @@ def test_keys_stay_where_mxnet_can_place_them_and_running_out_is_graceful(caplog
         assert not m.shared
         assert m([1.5]) == [1.5]  # this worker's own value, nothing pushed
     assert kv.store == {} and "no kvstore keys left" in caplog.text
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_a_muted_worker_says_nothing_of_a_used_logdir(tmp_path, monkeypatch, caplog, rank):
+    """rank0 mode: rank 1 writes nothing, and said what rank 0 says (a used logdir, seen as rank 0 had
+    just made its files; a gradient warning of its own bookkeeping): its place is now found first."""
+    import logging
+
+    from estimator_setup import loader, make_est, make_net
+    from gluon_tb import TensorBoardHandler
+
+    with SummaryWriter(str(tmp_path / "train")) as w:  # an earlier training's events
+        w.add_scalar("epoch_accuracy", 0.5, 0)
+    monkeypatch.setenv("RANK", str(rank))
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with caplog.at_level(logging.INFO, logger="gluon_tb"):
+        make_est(make_net()).fit(loader(), epochs=1, event_handlers=[TensorBoardHandler(str(tmp_path))])
+    said = [r.getMessage() for r in caplog.records if r.name.startswith("gluon_tb")]
+    reused = [m for m in said if "already holds the events of an earlier training" in m]
+    assert len(reused) == (1 if rank == 0 else 0), said
+    if rank == 1:
+        assert said == [], said
+
+
+def test_say_once_is_silent_on_a_muted_worker(tmp_path, caplog):
+    import logging
+
+    out = RunWriters(str(tmp_path), "raise", 1.0)
+    out.place("", muted=True)
+    with caplog.at_level(logging.INFO, logger="gluon_tb"):
+        out.say_once("k", "gluon_tb: something", logging.WARNING)
+    assert caplog.records == []
