@@ -70,21 +70,15 @@ class EpochValues:
         self._val_loss = LossSum()
         self._val_into: Optional[Mean] = None  # as loss_into, for the validation pass
         self._val_into_batches = 0
-        self._placed = False  # place_worker ran for the fit that is beginning
 
     def place_worker(self, estimator: Any) -> None:
         """Find this worker's place (a rank other than 0 in ``"rank0"`` mode: muted), before the
         handler's first words of a ``fit`` (a used log directory is rank 0's to say)."""
         self.worker = detect(estimator.trainer)
         self._mean = place(self._out, self.worker, self._mode)
-        self._placed = True
 
     def train_begin(self, estimator: Any, scope: FitScope, on_dead: Any = None) -> List[Wrap]:
-        """Find this worker's place (unless :meth:`place_worker` did); returns the hooks that
-        follow validation."""
-        if not self._placed:
-            self.place_worker(estimator)
-        self._placed = False  # the next fit looks again
+        """After :meth:`place_worker` for this fit; returns the hooks that follow validation."""
         self.final = {}
         taps = []
         self._val_own = not any(is_loss(m) for m in estimator.val_metrics)

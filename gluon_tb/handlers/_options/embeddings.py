@@ -61,7 +61,7 @@ def _check_data(data: Any) -> Any:
         return None
     if isinstance(data, (str, bytes)) or not hasattr(data, "__iter__") or hasattr(data, "shape"):
         raise TypeError(f"Embeddings(data=) must be {expect}, got {describe(data)}")
-    if isinstance(data, (tuple, list)) and data and hasattr(data[0], "shape"):  # the pair (else batches)
+    if _is_pair(data):  # else batches
         if len(data) != 2 or not all(hasattr(a, "shape") and len(a.shape) >= 1 for a in data):
             raise ValueError(f"Embeddings(data=) must be {expect}; a {type(data).__name__} of "
                              f"{len(data)} is taken as the pair, got {describe(data)}")
@@ -70,6 +70,12 @@ def _check_data(data: Any) -> Any:
             raise ValueError(f"Embeddings(data=(inputs, labels)) must have one label per input row, got "
                              f"{rows} input rows and {labels} labels")
     return data
+
+
+def _is_pair(data: Any) -> bool:
+    """``Embeddings(data=)`` given as ``(inputs, labels)`` arrays, not as batches (checked to be
+    two arrays of as many rows by :func:`_check_data`)."""
+    return isinstance(data, (tuple, list)) and bool(data) and hasattr(data[0], "shape")
 
 
 def check_embeddings(value: Any) -> Optional[Embeddings]:
@@ -135,7 +141,7 @@ class Projector(EveryEpochs):
                              f"{tuple(x.shape)[1:]}): {first}") from e
 
     def _take_from(self, data: Any) -> None:
-        if isinstance(data, (tuple, list)) and len(data) == 2 and hasattr(data[0], "shape"):
+        if _is_pair(data):
             self._keep(data)
             return
         for batch in data:

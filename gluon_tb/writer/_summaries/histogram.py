@@ -246,19 +246,19 @@ def _build(tag: str, payload: HistogramPayload) -> bytes:
     return _proto.value(tag, histo=histo)
 
 
-def _warn_outside(tag: str, n: int, size: int, edges: np.ndarray) -> None:
+def _warn_once(key: Any, msg: str, *args: Any) -> None:
+    """``_LOG.warning(msg, *args)`` the first time ``key`` is seen in this process."""
     with _warned_lock:
-        if ("outside", tag) in _warned:
+        if key in _warned:
             return
-        _warned.add(("outside", tag))
-    _LOG.warning("histogram %r: left out %d of %d value(s) outside the given bins' edges [%g, %g], as "
-                 "numpy.histogram does (warned once per tag)", tag, n, size, edges[0], edges[-1])
+        _warned.add(key)
+    _LOG.warning(msg, *args)
+
+
+def _warn_outside(tag: str, n: int, size: int, edges: np.ndarray) -> None:
+    _warn_once(("outside", tag), "histogram %r: left out %d of %d value(s) outside the given bins' edges "
+               "[%g, %g], as numpy.histogram does (warned once per tag)", tag, n, size, edges[0], edges[-1])
 
 
 def _warn_nonfinite(tag: str, n: int, size: int) -> None:
-    with _warned_lock:
-        if tag in _warned:
-            return
-        _warned.add(tag)
-    _LOG.warning("histogram %r: left out %d NaN/Inf value(s) of %d (warned once per tag)",
-                 tag, n, size)
+    _warn_once(tag, "histogram %r: left out %d NaN/Inf value(s) of %d (warned once per tag)", tag, n, size)

@@ -106,12 +106,12 @@ def checked_png(nchw: np.ndarray, nrow: Optional[int], tag: str,
             or not nchw.dtype.isnative or not 1 <= nchw.shape[1] <= 4
             or not (nrow is None or (is_int(nrow) and nrow >= 1))):
         return None
-    if nchw.dtype.char == "d" and _beyond_float32(display_range(nchw)):  # the kernel rescales in float32
-        return None
     n, c, h, w = nchw.shape
     ncol, p, gh, gw = grid_layout(n, h, w, nrow, 2)
     png, _finite, lo, hi, rescaled = _fastpng.png_grid(np.ascontiguousarray(nchw), n, c, h, w, ncol, p,
                                                        compress_level)
+    if rescaled and nchw.dtype.char == "d" and _beyond_float32((lo, hi)):  # the kernel rescaled in float32:
+        return None  # float64 values past its range go numpy's way (to_uint8 maps them in float64)
     if rescaled:
         warn_rescaled(tag, (lo, hi))
     return png, (gh, gw, c)

@@ -242,10 +242,10 @@ def build_pr_curve(tag: str, payload: PrCurvePayload) -> Message:
     predictions = to_numpy(payload.predictions, "predictions")
     weights = payload.weights
     if weights is not None and not isinstance(weights, float):
-        if not isinstance(weights, np.ndarray):  # an NDArray's values, read here
-            weights = to_numpy(weights, "weights")
-            _check_weights(weights)
+        unchecked = not isinstance(weights, np.ndarray)  # an NDArray's values, read here (numpy's at capture)
         weights = to_numpy(weights, "weights")
+        if unchecked:
+            _check_weights(weights)
     labels, predictions = np.asarray(labels), np.asarray(predictions)
     meta = metadata(tag, payload.num_thresholds)
     if payload.checked:
