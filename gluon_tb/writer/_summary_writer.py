@@ -75,6 +75,7 @@ class SummaryWriter(WriterBase):
         flush_secs: the most seconds an event waits in memory before it is
             written to the OS (and so survives a crash of this process), plus the
             time to write it, whatever the load of the machine (see ``worker_nice``).
+            ``float("inf")``: written only at ``flush()``, ``close()`` and when the queue fills.
         filename_suffix: appended to every event file's name.
         verbose: accepted for mxboard compatibility; nothing is printed (the
             ``gluon_tb`` logger reports what needs saying).

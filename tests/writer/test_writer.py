@@ -203,6 +203,19 @@ def test_flush_waits_until_everything_is_on_disk(tmp_path):
     w.close()
 
 
+@pytest.mark.parametrize("flush_secs", [float("inf"), 1e12])
+def test_flush_secs_without_end_writes_at_flush_and_close(tmp_path, flush_secs):
+    """flush_secs=inf: nothing written on a timer, all of it at flush() and close(). Its
+    threads' waits overflowed a lock's timeout: close() raised OverflowError."""
+    w = SummaryWriter(tmp_path, flush_secs=flush_secs)
+    w.add_scalar("s", 1.0, 0)
+    w.flush()
+    assert readback.scalars(str(tmp_path), ".", "s") == [(0, 1.0)]
+    w.add_scalar("s", 2.0, 1)
+    w.close()
+    assert readback.scalars(str(tmp_path), ".", "s") == [(0, 1.0), (1, 2.0)]
+
+
 def test_close_is_idempotent_and_closed_writer_raises(tmp_path):
     w = SummaryWriter(tmp_path)
     w.add_scalar("a", 1.0)

@@ -76,6 +76,12 @@ class Owner(Protocol):
         """``n`` records could not be written: count them as dropped."""
 
 
+def _timeout(seconds: float) -> float:
+    """``seconds`` as a lock's timeout: a very long ``flush_secs`` (``float("inf")``: written at
+    ``flush()``, ``close()`` and when the queue fills) waits as long as a lock can."""
+    return min(seconds, threading.TIMEOUT_MAX)
+
+
 class Worker:
     """Drains ``q`` into ``output`` on two threads (see the module docstring); ``owner`` is
     told what it drained, freed, met and lost.
@@ -113,7 +119,7 @@ class Worker:
         try:
             delay = min(LAZY_DELAY, self.flush_secs / 4)
             while True:
-                self._wake.wait(self.flush_secs / 2)
+                self._wake.wait(_timeout(self.flush_secs / 2))
                 self._wake.clear()
                 if self._lazy.is_set() and not self._finished.is_set():  # woken for items MXNet may still
                     self._wake.wait(delay)  # be copying: give it time (a flush, close or other item cuts it short)
@@ -133,7 +139,7 @@ class Worker:
 
     def catch_up(self) -> None:
         """The catch-up thread (normal priority; see the module docstring)."""
-        period = self.flush_secs / 8
+        period = _timeout(self.flush_secs / 8)
         clear = time.monotonic()  # everything accepted before this is written
         try:
             while not self._finished.wait(period):
