@@ -24,7 +24,7 @@ from .._mxnet.blocks import LayerProbe, classifier, context_of, find_block
 from .._mxnet.hooks import wrap
 from .._mxnet.symbols import SymbolProbe, classifier_input, layer_output
 from .images import image_format
-from .protocol import EveryEpochs, Fit, Option
+from .protocol import Batch, EveryEpochs, Fit, Option
 
 
 class Embeddings:
@@ -105,6 +105,7 @@ class Projector(EveryEpochs):
         self._net: Any = None
         self._probe: Any = None  # a LayerProbe (the Module callback's projector: a SymbolProbe)
         self._logged = -1
+        self._unprobed = False  # Embeddings(data=) to try at the first batch (shapes were deferred)
 
     def begin(self, fit: Fit) -> Any:
         """Returns the validation hook (a ``Wrap``) to remove at the end, or None."""
@@ -119,26 +120,36 @@ class Projector(EveryEpochs):
             return None
         if self.cfg.data is not None:
             self._take_from(self.cfg.data)
-            self._try_sample(net)
+            self._unprobed = not self._try_sample(net, wait=True)
             return None
         return wrap(estimator.batch_processor, ("evaluate_batch",), self._see_validation, with_args=True,
                     scope=scope, on_dead=on_dead)
 
-    def _try_sample(self, net: Any) -> None:
-        """``Embeddings(data=)``'s inputs through the probe, one row, before training: inputs the net
-        cannot take fail here, not when the embeddings are computed at the end of ``fit``. Only
-        when every parameter's shape is known: a deferred one would be set by this row's shape."""
-        if not self._xs or self._probe is None or \
-                not all(p.shape and all(d > 0 for d in p.shape) for p in net.collect_params().values()):
-            return
+    def batch_end(self, batch: Batch) -> None:
+        if self._unprobed:  # the net's shapes were deferred at train_begin: its first batch set them
+            self._unprobed = False
+            self._try_sample(self._net, wait=False)
+
+    def _try_sample(self, net: Any, wait: bool) -> bool:
+        """``Embeddings(data=)``'s inputs through the probe, one row: inputs the net cannot take
+        fail before training (or after its first batch, when the net's shapes were deferred), not
+        when the embeddings are computed at the end of ``fit``. Only when every parameter's shape
+        is known (a deferred one would be set by this row's shape): False when they are not.
+        ``wait=False`` in training: no host sync (a wrong shape fails when the probe is called)."""
+        if not self._xs or self._probe is None:
+            return True
+        if not all(p.shape and all(d > 0 for d in p.shape) for p in net.collect_params().values()):
+            return False
         x = self._xs[0][:1]
         try:
             feats, _ = self._probe(x.as_in_context(context_of(net)))
-            feats.wait_to_read()
+            if wait:
+                feats.wait_to_read()
         except Exception as e:  # noqa: BLE001 - MXNet's errors, named for the argument they came from
             first = (str(e).strip().splitlines() or [type(e).__name__])[0]
             raise ValueError(f"Embeddings(data=): the network cannot take its inputs (a row of shape "
                              f"{tuple(x.shape)[1:]}): {first}") from e
+        return True
 
     def _take_from(self, data: Any) -> None:
         if _is_pair(data):

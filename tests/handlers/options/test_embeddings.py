@@ -77,3 +77,29 @@ def test_inputs_the_net_cannot_take_fail_before_training(tmp_path):
     make_est(net).fit(loader(), epochs=1, event_handlers=[
         TensorBoardHandler(str(tmp_path / "good"), embeddings=Embeddings(4, data=good))])
     assert (os.path.isfile(tmp_path / "good" / "train" / "projector_config.pbtxt"))
+
+
+def test_inputs_a_deferred_net_cannot_take_fail_at_its_first_batch(tmp_path):
+    """With the net's shapes deferred at train_begin (no forward yet), Embeddings(data=) inputs of
+    the wrong shape failed only at the end of fit; now at the first batch, which set the shapes,
+    with the same error. Right inputs still log the projector."""
+    import mxnet as mx
+    import numpy as np
+
+    from estimator_setup import Recorder, loader, make_est, make_net
+
+    net = make_net()  # never called: the Conv2D's and the Dense's input sizes are deferred
+    assert any(0 in p.shape for p in net.collect_params().values())
+    rec = Recorder()
+    bad = (np.zeros((4, 1, 9, 9), np.float32), np.zeros(4, np.float32))
+    with pytest.raises(ValueError, match=r"^Embeddings\(data=\): the network cannot take its inputs \(a row of "
+                                         r"shape \(1, 9, 9\)\): "):
+        make_est(net).fit(loader(), epochs=2, event_handlers=[
+            TensorBoardHandler(str(tmp_path / "bad"), embeddings=Embeddings(4, data=bad)), rec])
+    assert len(rec.batch) == 0  # our batch_end raised before the recorder's (priority 10**6) of batch 0
+    net = make_net()
+    good = (np.zeros((4, 1, 8, 8), np.float32), np.zeros(4, np.float32))
+    make_est(net).fit(loader(), epochs=1, event_handlers=[
+        TensorBoardHandler(str(tmp_path / "good"), embeddings=Embeddings(4, data=good))])
+    assert readback.projector_tensors(str(tmp_path / "good" / "train"))["embedding"].shape[0] == 4
+    mx.nd.waitall()
