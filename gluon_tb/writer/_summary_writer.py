@@ -34,6 +34,20 @@ PROFILE_CHILD_BYTES = 64 * 1024
 VIDEO_CHILD_BYTES = 32 * 1024
 
 
+def session_run_name(hparams: Mapping[str, Any]) -> str:
+    """A run name for a session from its hyperparameters, ``lr=0.01,opt=sgd``: characters other
+    than letters, digits and ``._=,+-`` become ``_``; past 120 characters, cut and followed by a
+    hash of the whole, so that two sets never share a name."""
+    import hashlib
+    import re
+
+    text = ",".join(f"{k}={v}" for k, v in hparams.items())
+    name = re.sub(r"[^A-Za-z0-9._=,+-]", "_", text).lstrip(".") or "hparams"
+    if len(name) > 120:
+        name = name[:100] + "-" + hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return name
+
+
 class SummaryWriter(WriterBase):
     """Writes TensorBoard event files from a background thread.
 
@@ -303,9 +317,18 @@ class SummaryWriter(WriterBase):
     def add_hparams(self, hparam_dict: Mapping[str, Any], metric_dict: Mapping[str, Number],
                     global_step: Optional[int] = None,
                     hparam_domain_discrete: Optional[Mapping[str, Union[Sequence[Any], np.ndarray]]] = None,
-                    *, experiment: bool = True) -> None:
-        """Hyperparameters and their final metrics, in this same run (HParams dashboard).
-        The metrics are also logged as scalars under their own tags.
+                    *, experiment: bool = True, run_name: Optional[str] = None) -> None:
+        """Hyperparameters and their final metrics as one session of the HParams dashboard, in
+        this same run. The metrics are also logged as scalars under their own tags, at
+        ``global_step`` (default: the largest step this writer was given, so that a curve of the
+        same tag is not sent back to an earlier step, which TensorBoard reads as a restart).
+
+        TensorBoard shows one session per run. Calling again with the same hyperparameters
+        updates the session's metrics; with others (a loop over trials on one writer, as with
+        tensorboardX) each new set goes into a run of its own under this one, named by
+        ``run_name`` or, when not given, by the values (``lr=0.01,batch=32``), with a warning
+        the first time. ``run_name`` given: the session (and its metric scalars, from step 0
+        by default) goes into the run ``<this run>/<run_name>``, as torch's ``add_hparams``.
 
         ``experiment``: also write the dashboard's columns (the hparam names and metric tags)
         with this run. TensorBoard takes the columns from one run only; when the runs of one
@@ -315,13 +338,42 @@ class SummaryWriter(WriterBase):
         Example::
 
             sw.add_hparams({"lr": 0.1, "optimizer": "sgd"}, {"epoch_accuracy": 0.93})
+            for lr in (0.1, 0.01):  # one run per trial
+                sw.add_hparams({"lr": lr}, {"hp/accuracy": train(lr)}, run_name=f"lr={lr}")
         """
+        from ._io.logdir import check_run_name
         from ._summaries.hparams import build_hparams, capture_hparams
 
         self._check()
         payload = capture_hparams(hparam_dict, metric_dict, hparam_domain_discrete=hparam_domain_discrete,
                                   experiment=check_bool(experiment, "experiment"))
-        self._queue("_hparams_", build_hparams, payload, global_step, None)
+        if global_step is not None:
+            global_step = self._step(global_step)
+        if run_name is None:
+            held = self._sessions.get(self._run)
+            if held is None or held == payload.hparams:
+                self._sessions[self._run] = payload.hparams
+                self._queue("_hparams_", build_hparams, payload,
+                            self._top_step if global_step is None else global_step, None)
+                return
+            run_name = session_run_name(hparam_dict)
+            if self._run not in self._sessions_moved:
+                self._sessions_moved.add(self._run)
+                _log.warning("gluon_tb: add_hparams: %s already holds the session of other hyperparameters "
+                             "(TensorBoard shows one session per run): this one goes into the run %r under it, "
+                             "and so does each later new set; pass run_name= to name them",
+                             self._logdir, run_name)
+        else:
+            run_name = check_run_name(run_name, "run_name")
+        self.for_run(run_name)._add_session(payload, global_step)
+
+    def _add_session(self, payload: Any, global_step: Optional[int]) -> None:
+        """``add_hparams``' session in this run (made by ``for_run``), at ``global_step`` or the
+        largest step this run was given."""
+        from ._summaries.hparams import build_hparams
+
+        self._sessions[self._run] = payload.hparams
+        self._queue("_hparams_", build_hparams, payload, self._top_step if global_step is None else global_step, None)
 
     def add_custom_scalars(self, layout: Mapping[str, Mapping[str, Any]]) -> None:
         """Chart layout for the custom scalars dashboard, in tensorboardX's form:

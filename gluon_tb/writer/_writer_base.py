@@ -76,6 +76,9 @@ class WriterBase:
         # read through the instance is slower on Python 3.11)
         self._run: Optional[str] = None
         self._parent: Optional[WriterBase] = None
+        self._top_step = 0  # the largest step this writer was given (add_hparams' default step)
+        self._sessions: Dict[Optional[str], Dict[str, Any]] = {}  # each run's add_hparams session (its hparams)
+        self._sessions_moved: Set[Optional[str]] = set()  # runs whose other sessions went into runs of their own
         self._close_lock = threading.Lock()
         self._projector: List[Any] = []  # embeddings of this run, touched by the worker only
         self._views: "weakref.WeakValueDictionary[str, WriterBase]" = weakref.WeakValueDictionary()
@@ -139,6 +142,7 @@ class WriterBase:
                 view.__dict__.update(
                     _p=root._p, _pool=root._pool, _closed=root._closed, _close_lock=threading.Lock(),
                     _projector=root._run_projectors.setdefault(run, []), _run=run, _parent=root,
+                    _top_step=0, _sessions=root._sessions, _sessions_moved=root._sessions_moved,
                     _logdir=f"{root._logdir.rstrip('/')}/{run}" if root._p.is_remote
                     else os.path.join(root._logdir, run))
                 root._views[run] = view
@@ -181,8 +185,12 @@ class WriterBase:
         if global_step is None:
             return 0
         if type(global_step) is int and 0 <= global_step <= 9223372036854775807:  # MAX_STEP
-            return global_step
-        return check_step(global_step)
+            step = global_step
+        else:
+            step = check_step(global_step)
+        if step > self._top_step:
+            self._top_step = step
+        return step
 
     def _queue(self, tag: str, builder: Any, payload: Any, global_step: Any, walltime: Any,
                run: Optional[str] = None, wake: bool = True) -> None:
@@ -222,8 +230,10 @@ class WriterBase:
             step = 0
         elif type(global_step) is int and 0 <= global_step <= 9223372036854775807:  # MAX_STEP
             step = global_step
+            if step > self._top_step:
+                self._top_step = step
         else:
-            step = check_step(global_step)
+            step = self._step(global_step)
         wall = _time() if walltime is None else check_walltime(walltime)
         self._p.put_scalar((self._run, tag, value, step, wall))  # a scalar item (_io/items.py)
 

@@ -289,3 +289,66 @@ def test_an_empty_hparam_dict_is_refused_and_the_writer_goes_on(tmp_path):
         w.add_hparams({"lr": 0.1}, {"acc": 0.5})
     with pytest.raises(ValueError, match=r"^hparams must name at least one hyperparameter"):
         TensorBoardHandler(str(tmp_path / "h"), hparams={})
+
+
+# ------------------------------------------------------------ hparams: tensorboardX's habits
+def test_a_loop_of_trials_on_one_writer_is_one_session_each(tmp_path, caplog):
+    """tensorboardX makes a run per add_hparams call. Here the first set is the writer's own run's
+    session; each other set went into it too, and TensorBoard showed one session pairing the first
+    call's hparams with the last call's metric. Now each new set gets a run of its own (named by
+    its values), with one warning; the same set again updates its session."""
+    trials = [(0.1, 0.5), (0.01, 0.7), (0.001, 0.6)]
+    with SummaryWriter(str(tmp_path)) as w, caplog.at_level("WARNING", logger="gluon_tb"):
+        for lr, acc in trials:
+            w.add_hparams({"lr": lr, "bs": 32}, {"hp/acc": acc})
+        w.add_hparams({"lr": 0.1, "bs": 32}, {"hp/acc": 0.55})  # the first set again: its session
+    assert [r.getMessage() for r in caplog.records] == [
+        f"gluon_tb: add_hparams: {tmp_path} already holds the session of other hyperparameters (TensorBoard "
+        "shows one session per run): this one goes into the run 'lr=0.01,bs=32' under it, and so does each "
+        "later new set; pass run_name= to name them"]
+    _, groups = hparams_backend(tmp_path)
+    rows = {g.sessions[0].name: (g.hparams["lr"].number_value, [round(m.value, 6) for m in g.metric_values])
+            for g in groups.session_groups}
+    assert rows == {".": (0.1, [0.55]), "lr=0.01,bs=32": (0.01, [0.7]), "lr=0.001,bs=32": (0.001, [0.6])}
+
+
+def test_run_name_puts_the_session_in_a_run_of_that_name(tmp_path):
+    with SummaryWriter(str(tmp_path)) as w:
+        w.add_hparams({"lr": 0.1}, {"hp/acc": 0.5}, run_name="trial/a")
+        w.add_hparams({"lr": 0.2}, {"hp/acc": 0.6}, run_name="trial/b")
+        with pytest.raises(ValueError, match=r"^run_name must be a relative name"):
+            w.add_hparams({"lr": 0.3}, {"hp/acc": 0.7}, run_name="../x")
+    _, groups = hparams_backend(tmp_path)
+    assert {g.sessions[0].name: g.hparams["lr"].number_value for g in groups.session_groups} == \
+        {"trial/a": 0.1, "trial/b": 0.2}
+    assert readback.scalars(str(tmp_path), "trial/a", "hp/acc") == [(0, 0.5)]
+
+
+def test_session_run_names_are_plain_and_distinct():
+    from gluon_tb.writer._summary_writer import session_run_name
+
+    assert session_run_name({"lr": 0.01, "opt": "sgd"}) == "lr=0.01,opt=sgd"
+    assert session_run_name({"path": "/data/x y", ".h": 1}) == "path=_data_x_y,.h=1"
+    assert session_run_name({".a": 1}) == "a=1"
+    long1, long2 = session_run_name({"a": "x" * 200}), session_run_name({"a": "x" * 199 + "y"})
+    assert len(long1) == 113 and long1 != long2
+
+
+@pytest.mark.parametrize("load_fast", ["true", "false"])
+def test_a_metric_named_as_a_curve_keeps_the_curve(tmp_path, load_fast):
+    """add_hparams without global_step wrote its metric at step 0 into the run whose curve of the
+    same tag had reached step 10: TensorBoard read a restart, and its Rust loader served the one
+    point (0, 0.99). Now the metric goes at the largest step the writer was given."""
+    from tb_server import served_scalars
+
+    with SummaryWriter(str(tmp_path)) as w:
+        for s in range(11):
+            w.add_scalar("acc", s / 10, s)
+        w.add_hparams({"lr": 0.1}, {"acc": 0.99})
+    got = served_scalars(str(tmp_path), [(".", "acc")], [list(range(11)) + ([10] if load_fast == "false" else [])],
+                         load_fast=load_fast)[(".", "acc")]
+    assert [s for s, _ in got][:10] == list(range(10))
+    assert got[-1] == (10, pytest.approx(0.99))
+    _, groups = hparams_backend(tmp_path)
+    (group,) = groups.session_groups
+    assert [round(m.value, 6) for m in group.metric_values] == [0.99]
