@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 import numpy as np
 
@@ -116,6 +116,7 @@ class ParamHistograms:
         self._fit_first = 0  # global index of the fit's first batch
         self._epoch_len: Optional[int] = None
         self._chosen: Optional[Arrays] = None
+        self._sparse: Set[str] = set()  # chosen parameters whose weight is row_sparse: gradients only
         self._meta: Dict[str, Tuple[Tuple[int, ...], Any, Any]] = {}  # name: (shape, dtype, context), from the Parameter
         self._grads_at = -1  # batch whose gradients were taken (or stashed)
         self._done = False  # this epoch's histograms are logged
@@ -130,7 +131,7 @@ class ParamHistograms:
         ``fit_locals``: the ``fit`` call's local variables, when asked (its handlers, and whether
         one of them stopped the epoch)."""
         self._est, self._fit_first = estimator, step
-        self._epoch_len, self._chosen, self._meta = epoch_len, None, {}
+        self._epoch_len, self._chosen, self._meta, self._sparse = epoch_len, None, {}, set()
         self._sampler.forget()
         self._len_known = epoch_len is not None
         self._fit_locals = fit_locals
@@ -234,6 +235,7 @@ class ParamHistograms:
             self._out.call(TRAIN_BATCH, SummaryWriter._add_histograms_known, values, known, step,
                            private=private, wake=self._hist.every is None)
         if kind == "gradients" and self._health:
+            arrays = [(n, a) for n, a in arrays if n not in self._sparse]  # no weight to judge against
             whole = all(n in meta for n, _ in arrays)
             self._health.observe(step, arrays, dict(self._selected()),
                                  [(math.prod(meta[n][0]), meta[n][1]) for n, _ in arrays] if whole else None,
@@ -250,12 +252,20 @@ class ParamHistograms:
                 except RuntimeError:  # never initialized (unused parameter)
                     continue
                 chosen.append((name, p))
+                if getattr(p, "_stype", "default") != "default":
+                    self._sparse.add(name)
                 shape = tuple(p.shape or ())
                 dense = getattr(p, "_stype", "default") == getattr(p, "_grad_stype", "default") == "default"
                 ctxs = p.list_ctx()
                 if shape and all(d > 0 for d in shape) and len(ctxs) == 1 and dense:
                     self._meta[name] = (shape, np.dtype(p.dtype), ctxs[0])  # its arrays' (no call into MXNet)
             self._chosen = chosen
+            if self._sparse:
+                self._out.say_once("sparse-weights", "gluon_tb: the weights of row_sparse parameters ("
+                                   f"{', '.join(sorted(self._sparse))}) are not histogrammed (nor judged by "
+                                   "grad_health): the parameter holds only the rows the last batch pulled, and "
+                                   "reading every row would pull the whole weight; their gradients are",
+                                   logging.WARNING)
         return self._chosen
 
     def _grads_untouched(self, fit: Dict[str, Any]) -> bool:
@@ -280,7 +290,7 @@ class ParamHistograms:
         return [(name, p.list_grad()[0] if name in meta else batch_gradient(p)) for name, p in chosen]
 
     def _weights(self) -> Arrays:
-        return [(name, p.list_data()[0]) for name, p in self._selected()]
+        return [(name, p.list_data()[0]) for name, p in self._selected() if name not in self._sparse]
 
 
 def batch_gradient(p: Any) -> Any:

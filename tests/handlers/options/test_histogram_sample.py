@@ -193,3 +193,42 @@ def test_batch_schedules_queue_histograms_lazily_and_epoch_ends_at_once(tmp_path
     tag = "weights/lm_embedding0_weight"
     assert len(readback.tensor_events(str(tmp_path / "batch"), "train_batch", tag)) == per_batch // 2
     assert buckets(tmp_path / "epoch", tag, N // BATCH - 1)[:, 2].sum() == 800
+
+
+@pytest.mark.parametrize("kw", [{}, {"histogram_period": 1, "grad_health": True}], ids=["defaults", "every-batch-health"])
+def test_a_row_sparse_parameter_gives_its_gradients_not_its_weights(tmp_path, kw, caplog):
+    """gluon.contrib.nn.SparseEmbedding (gluon-nlp's large language models): the handler's defaults
+    killed fit at the first epoch's end (Parameter.list_data refuses row_sparse storage). Its
+    gradients are histogrammed (dense: the rows the batch did not touch are 0), its weights are not,
+    with one warning; the other parameters as ever."""
+    mx.random.seed(0)
+    net = gluon.nn.Sequential(prefix="sp_")
+    with net.name_scope():
+        net.add(gluon.contrib.nn.SparseEmbedding(VOCAB, DIM), gluon.nn.Dense(4, flatten=True))
+    net.initialize(mx.init.Xavier())
+    rs = np.random.RandomState(0)
+    x = rs.randint(0, VOCAB, (N, 2)).astype("float32")
+    y = rs.randint(0, 4, N).astype("float32")
+    data = gluon.data.DataLoader(gluon.data.ArrayDataset(x, y), batch_size=BATCH)
+    est = Estimator(net, gluon.loss.SoftmaxCrossEntropyLoss(), train_metrics=mx.metric.Accuracy(),
+                    trainer=gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.5}))
+    grads = []
+
+    class Grads(gluon.contrib.estimator.BatchEnd):
+        priority = -3000  # before the update handler: the batch's own gradient
+
+        def batch_end(self, estimator, *args, **kwargs):
+            grads.append(net.collect_params()["sp_sparseembedding0_weight"].grad().tostype("default").asnumpy())
+
+    with caplog.at_level("WARNING", logger="gluon_tb"):
+        est.fit(data, epochs=2, event_handlers=[TensorBoardHandler(str(tmp_path / "run"), graph=False, **kw), Grads()])
+    emb, dense = "sp_sparseembedding0_weight", "sp_dense0_weight"
+    last = 2 * (N // BATCH) - 1
+    tags = {t for r, t in readback.tags(str(tmp_path / "run")) if r == "train_batch" and "/" in t}
+    assert f"gradients/{emb}" in tags and f"weights/{emb}" not in tags and f"weights/{dense}" in tags
+    assert [r.getMessage() for r in caplog.records if "row_sparse" in r.getMessage()] == [
+        f"gluon_tb: the weights of row_sparse parameters ({emb}) are not histogrammed (nor judged by grad_health): "
+        "the parameter holds only the rows the last batch pulled, and reading every row would pull the whole "
+        "weight; their gradients are"]
+    got = buckets(tmp_path / "run", f"gradients/{emb}", last)
+    np.testing.assert_array_equal(got, reference(tmp_path, grads[last].ravel()))
