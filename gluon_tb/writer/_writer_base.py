@@ -174,6 +174,11 @@ class WriterBase:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
+    def _take_error(self) -> Optional[BaseException]:
+        """The error the writer thread met, taken (the next call will not raise it), or None: a
+        handler reports it under its own policy before it hands over more."""
+        return self._p.take_error()
+
     def _check(self) -> None:
         if self._closed:
             raise WriterClosedError("SummaryWriter is already closed")

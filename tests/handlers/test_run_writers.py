@@ -181,3 +181,22 @@ def test_the_ignored_errors_are_summed_up_once_however_often_close_is_called(tmp
         out.close()
     assert [r.getMessage()[:29] for r in caplog.records if "were ignored" in r.getMessage()] == \
         ["gluon_tb: 4 writer errors in "]
+
+
+def test_a_failed_write_does_not_take_the_next_block_with_it(tmp_path):
+    """on_error="warn": the writer thread's error (a write the disk refused) was raised by the next
+    hand-over, before it queued anything: that block of batch values was lost, and with it part of
+    the epoch's loss, whose mean then came out wrong. The error is now reported first, and the block
+    queued."""
+    d = str(tmp_path)
+    out = RunWriters(d, "warn", 2.0)
+    out.call("train_batch", SummaryWriter.add_scalar, "a", 0.0, 0)  # the writer is made
+    out.flush()
+    out._root._p.error = OSError(28, "No space left on device")  # as the worker leaves a failed write
+    for k in (1, 2, 3):
+        out.later("train_batch", "a", float(k), k)
+    with pytest.warns(RuntimeWarning, match=r"failed \(OSError: \[Errno 28\] No space left on device\)"):
+        out.flush()
+    assert out.errors == 1
+    out.close()
+    assert readback.scalars(d, "train_batch", "a") == [(0, 0.0), (1, 1.0), (2, 2.0), (3, 3.0)]

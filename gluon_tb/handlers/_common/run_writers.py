@@ -151,6 +151,8 @@ class RunWriters:
             return None
         if self._later:
             self.hand_over()
+        else:
+            self._report_pending()
         try:
             return fn(self.writer(run), *args, **kwargs)
         except Exception as e:  # noqa: BLE001 - the policy decides
@@ -182,9 +184,23 @@ class RunWriters:
         if self._later and (slow or now - self._later_since >= LATER_SECS):
             self.hand_over()
 
+    def _report_pending(self) -> None:
+        """The writer thread's error (a failed write), given to the policy before more is queued:
+        raised there, it would take the values being handed over with it (under ``"warn"``, the
+        rest of an epoch's loss: a wrong ``epoch_loss``)."""
+        if self._root is not None:
+            err = self._root._take_error()
+            if err is not None:
+                self.failed(err)
+
     def hand_over(self) -> None:
         """Queue the kept per-batch values now, one call per run, in order."""
         later, self._later = self._later, []
+        try:
+            self._report_pending()
+        except BaseException:
+            self._later = later + self._later  # "raise": kept for the close that follows
+            raise
         first: Optional[Exception] = None
         for run, kept in groupby(later, key=itemgetter(0)):  # consecutive values of one run
             try:
