@@ -2,7 +2,9 @@
 
 * when the main thread ends, writers with a remote log directory are flushed
   while Python's thread pools still take work (:func:`_flush_remote`);
-* at interpreter exit, everything still queued is written (``atexit``);
+* at interpreter exit, everything still queued is written (``atexit``), and so at the end of a
+  ``multiprocessing`` child, which ends with ``os._exit`` and runs no ``atexit`` hook
+  (:func:`_hook_multiprocessing`);
 * on SIGTERM, when nobody else handles it, live writers are flushed before
   the process ends the way SIGTERM would have ended it;
 * after ``fork``, the child forgets the parent's queue, worker and files, and
@@ -14,6 +16,7 @@ import atexit
 import logging
 import os
 import signal
+import sys
 import threading
 import weakref
 from typing import Any, Protocol
@@ -54,8 +57,52 @@ def register(writer: Writer, remote: bool = False) -> None:
         atexit.register(_close_all)
         if hasattr(os, "register_at_fork"):
             os.register_at_fork(after_in_child=_after_fork)
+    _hook_multiprocessing()
     if not _sigterm_ours:
         _install_sigterm()
+
+
+_mp_hooked = -1  # the pid whose multiprocessing finalizer is registered
+_mp_forker_set = False
+
+
+class _Token:
+    """What ``multiprocessing.util.register_after_fork`` keys our hook on (kept alive here)."""
+
+
+_token = _Token()
+
+
+def _hook_multiprocessing() -> None:
+    """In a ``multiprocessing`` child (``Process``, ``Pool`` worker): write everything queued when
+    it ends. Such a child ends with ``os._exit`` after its target returns, so ``atexit`` never runs
+    there; ``multiprocessing`` runs its finalizers first (``util._exit_function``). Without this,
+    what a child logged in its last ``flush_secs`` was lost. Called when a writer registers and in
+    every forked child; a ``multiprocessing`` child clears the finalizers it inherits (and any made
+    at the fork), then runs its after-fork hooks, where :func:`_mp_child` registers ours again."""
+    global _mp_hooked, _mp_forker_set
+    if "multiprocessing" not in sys.modules:  # no child of multiprocessing yet
+        return
+    import multiprocessing.util as util
+
+    pid = os.getpid()
+    try:
+        if not _mp_forker_set:
+            util.register_after_fork(_token, _mp_child)
+            _mp_forker_set = True
+        if _mp_hooked != pid:
+            _mp_hooked = pid
+            util.Finalize(None, _close_all, exitpriority=10)
+    except Exception:  # pragma: no cover - a multiprocessing without these: atexit only
+        log.debug("gluon_tb: no multiprocessing finalizer", exc_info=True)
+
+
+def _mp_child(_token: Any) -> None:
+    """In a ``multiprocessing`` child, after it cleared the finalizers it inherited."""
+    global _mp_hooked
+    _mp_hooked = -1
+    if _live:  # the parent's writers, which write files of their own here
+        _hook_multiprocessing()
 
 
 def _hook_remote() -> None:
@@ -114,6 +161,7 @@ def _after_fork() -> None:
     _lock = threading.Lock()
     for w in list(_live):
         w._after_fork()
+    _hook_multiprocessing()
     if _sigterm_ours:
         _sigterm_ours = False
         try:

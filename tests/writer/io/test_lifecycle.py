@@ -177,3 +177,32 @@ def test_a_writer_made_in_a_forked_child_installs_the_handler_again(tmp_path):
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == ["True", "_on_sigterm", "True"]
     assert readback.scalars(str(tmp_path), "child", "c") == [(i, float(i)) for i in range(300)]
+
+
+@pytest.mark.parametrize("which", ["parent's", "own"])
+def test_a_multiprocessing_child_writes_what_it_logged_when_it_returns(tmp_path, which):
+    """multiprocessing ends a child with os._exit after its target returns: no atexit. What the
+    child logged in its last flush_secs was lost (20 of 20 points here); its finalizers now write it."""
+    p = run("""
+        import multiprocessing as mp, os, sys
+        from gluon_tb import SummaryWriter
+        parent = SummaryWriter(os.path.join(sys.argv[1], "parent"), flush_secs=3600)
+        parent.add_scalar("p", 1.0)
+        KEEP = []
+
+        def child(which):
+            w = parent if which == "parent's" else SummaryWriter(os.path.join(sys.argv[1], "own"), flush_secs=3600)
+            KEEP.append(w)
+            for i in range(20):
+                w.add_scalar("c", float(i), i)
+
+        proc = mp.get_context("fork").Process(target=child, args=(sys.argv[2],))
+        proc.start()
+        proc.join()
+        print(proc.exitcode)
+        parent.close()
+    """, str(tmp_path), which)
+    assert p.returncode == 0 and p.stdout.split() == ["0"], p.stderr
+    run_dir = "parent" if which == "parent's" else "own"
+    assert readback.scalars(str(tmp_path), run_dir, "c") == [(i, float(i)) for i in range(20)]
+    assert readback.scalars(str(tmp_path), "parent", "p") == [(0, 1.0)]
