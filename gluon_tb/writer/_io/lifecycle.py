@@ -188,5 +188,26 @@ def _install_sigterm() -> None:
 
 def _on_sigterm(signum: int, frame: Any) -> None:
     _close_all()
+    _end_daemonic_children()
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _end_daemonic_children() -> None:
+    """SIGTERM to this process's daemonic ``multiprocessing`` children (a ``Pool``'s, so a
+    DataLoader's workers), as ``multiprocessing`` ends them at a normal exit. While the writers
+    were written, a ``Pool`` replaced the workers that a SIGTERM to the whole process group had
+    just killed; without our handler the process would have died before it could. Left alone,
+    the replacements outlived it, blocked for ever, holding its pipes open."""
+    mp = sys.modules.get("multiprocessing")
+    if mp is None:
+        return
+    try:
+        children = [p for p in mp.active_children() if p.daemon and p.pid is not None]
+    except Exception:  # noqa: BLE001 - never let the handler fail before the process ends
+        return
+    for p in children:
+        try:
+            os.kill(p.pid, signal.SIGTERM)
+        except OSError:
+            pass

@@ -427,6 +427,8 @@ class Pipeline:
             except OSError:
                 pass
         self._reset_runtime(self._worker.reported)
+        if self.closed:  # forked while the parent closed it (a SIGTERM handler, say): nothing is
+            self._finished.set()  # left to write here, and a close at the child's exit waits for nothing
 
 
 class DropPipeline(Pipeline):

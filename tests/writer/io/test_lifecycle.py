@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -206,3 +207,68 @@ def test_a_multiprocessing_child_writes_what_it_logged_when_it_returns(tmp_path,
     run_dir = "parent" if which == "parent's" else "own"
     assert readback.scalars(str(tmp_path), run_dir, "c") == [(i, float(i)) for i in range(20)]
     assert readback.scalars(str(tmp_path), "parent", "p") == [(0, 1.0)]
+
+
+@pytest.mark.parametrize("how", ["multiprocessing", "os.fork"])
+def test_a_child_forked_after_its_parent_closed_a_writer_ends_at_once(tmp_path, how):
+    """A writer closed (or being closed, by the SIGTERM handler) when the process forks: the child's
+    copy waited 30 s at the child's exit for a writer thread it does not have (a DataLoader worker
+    forked by a Pool during the parent's SIGTERM, left blocked after its parent died)."""
+    p = run("""
+        import multiprocessing as mp, os, sys, time
+        from gluon_tb import SummaryWriter
+        w = SummaryWriter(os.path.join(sys.argv[1], "parent"))
+        w.add_scalar("p", 1.0)
+        w.close()
+        t0 = time.monotonic()
+        if sys.argv[2] == "os.fork":
+            pid = os.fork()
+            if pid == 0:
+                sys.exit(0)  # atexit runs
+            os.waitpid(pid, 0)
+        else:
+            proc = mp.get_context("fork").Process(target=int)
+            proc.start()
+            proc.join()
+        print(time.monotonic() - t0 < 10)
+    """, str(tmp_path), how, timeout=120)
+    assert p.returncode == 0 and p.stdout.split() == ["True"], (p.stdout, p.stderr)
+    assert "not finished writing" not in p.stderr
+    assert readback.scalars(str(tmp_path), "parent", "p") == [(0, 1.0)]
+
+
+def test_sigterm_to_the_process_group_leaves_no_pool_worker_behind(tmp_path):
+    """systemd stop, Slurm's scancel, ``kill -TERM -PGID``: the Pool's workers die with the process,
+    but while our handler wrote the queued events the Pool replaced them, and the replacements
+    outlived the process (blocked for ever on the dead workers' queue lock, holding its pipes). The
+    handler now ends the process's daemonic multiprocessing children before the process ends."""
+    code = textwrap.dedent("""
+        import multiprocessing as mp, os, sys, time
+        from gluon_tb import SummaryWriter
+        w = SummaryWriter(sys.argv[1], flush_secs=3600)
+        pool = mp.get_context("fork").Pool(2)
+        pool.map(abs, range(4))
+        for i in range(150000):  # a backlog: the handler writes for a while
+            w.add_scalar("x", float(i), i)
+        print("READY", flush=True)
+        time.sleep(60)
+    """)
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    p = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True,
+                         env=env, start_new_session=True)
+    try:
+        assert p.stdout.readline().strip() == "READY"
+        os.killpg(p.pid, signal.SIGTERM)
+        assert p.wait(timeout=60) == -signal.SIGTERM
+        left = []
+        for _ in range(20):  # a replacement blocked on the queue lock never ends; give the others time
+            left = subprocess.run(["pgrep", "-g", str(p.pid)], capture_output=True, text=True).stdout.split()
+            if not left:
+                break
+            time.sleep(0.1)
+        assert left == []
+    finally:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except OSError:
+            pass
