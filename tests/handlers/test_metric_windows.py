@@ -99,3 +99,26 @@ def test_the_planned_take_gives_what_the_general_one_gives(make):
         assert got, "every batch updated every metric"
     plain = all(type(m) in (mx.metric.Accuracy, mx.metric.Loss, mx.metric.TopKAccuracy) for m in planned)
     assert (a._plan[3] is not None) == plain
+
+
+def test_a_deep_copy_of_a_watched_metric_resets_only_itself(tmp_path):
+    """The metric's reset is hooked on the instance; copy.deepcopy carried the hook, so a callback
+    that snapshots fit's metric and resets its copy reset fit's own metric every batch (MXNet's
+    printed Train-accuracy and the logged values were then wrong). The copy now gets its own reset."""
+    import readback
+    from gluon_tb import TensorBoardCallback
+    from module_setup import BATCH, fit
+
+    seen, counts = [], []
+
+    def snapshot(p):  # a user's per-batch snapshot of the metric, after ours
+        snap = copy.deepcopy(p.eval_metric)
+        snap.reset()
+        counts.append(p.eval_metric.num_inst)
+        seen.append(p.eval_metric.get()[1])
+
+    cb = TensorBoardCallback(str(tmp_path), graph=False, weights=False, histogram_period=None)
+    fit(cb, eval_data=False, extra=[snapshot])
+    assert counts == [BATCH, 2 * BATCH, 3 * BATCH, 4 * BATCH] * 2  # reset by fit at each epoch only
+    logged = [v for _, v in readback.scalars(str(tmp_path), "train", "epoch_accuracy")]
+    assert logged == pytest.approx([seen[3], seen[7]], abs=1e-6)

@@ -17,6 +17,8 @@ microseconds; ``trainer.step`` runs once per batch).
 """
 from __future__ import annotations
 
+import copy
+import functools
 import logging
 import sys
 import threading
@@ -84,6 +86,28 @@ def _find_fit_frame(estimator: Any) -> Any:
     return None
 
 
+class _Hooked:
+    """A hooked method, kept in the object's ``__dict__``. ``copy.deepcopy`` of the object (a
+    callback's snapshot of a metric) gives the copy its own method back, not this hook: calling a
+    copy's ``reset`` reset the original. (A shallow ``copy.copy`` shares the object's ``__dict__``
+    entries, this one included; nothing is told of it.)"""
+
+    def __init__(self, call: Callable[..., Any], obj: Any, name: str, saved: Any) -> None:
+        self._call, self._obj, self._name, self._saved = call, obj, name, saved
+        functools.update_wrapper(self, getattr(type(obj), name, call))
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._call(*args, **kwargs)
+
+    def __deepcopy__(self, memo: Dict[int, Any]) -> Any:
+        twin = memo.get(id(self._obj))
+        if twin is None:  # copied on its own, not as part of its object
+            return self
+        if self._saved is not None:  # the object's own attribute before it was hooked
+            return copy.deepcopy(self._saved, memo)
+        return getattr(type(twin), self._name).__get__(twin, type(twin))
+
+
 class Wrap:
     """Shadows methods of one object instance with ``before(); result = original(...); after(result)``.
 
@@ -103,7 +127,7 @@ class Wrap:
                 self._saved[name] = obj.__dict__[name]
             inner = getattr(obj, name)
 
-            def wrapped(*args: Any, _inner: Any = inner, **kwargs: Any) -> Any:
+            def call(*args: Any, _inner: Any = inner, **kwargs: Any) -> Any:
                 live = self.active and self.live()
                 if live and before is not None:
                     before(*args, **kwargs) if with_args else before()
@@ -112,6 +136,7 @@ class Wrap:
                     after(result)
                 return result
 
+            wrapped = _Hooked(call, obj, name, self._saved.get(name))
             setattr(wrapped, _MARK, self)
             setattr(obj, name, wrapped)
             self._mine[name] = wrapped
