@@ -206,13 +206,15 @@ class SummaryWriter(WriterBase):
         self._queue(tag, build_audio, capture_audio(audio, sample_rate), global_step, walltime)
 
     def add_video(self, tag: str, video: Any, global_step: Optional[int] = None, fps: Number = 4,
-                  walltime: Optional[float] = None) -> None:
-        """A clip (T, C, H, W) or a batch of clips (N, T, C, H, W), as an animated GIF."""
+                  walltime: Optional[float] = None, dataformats: Optional[str] = None) -> None:
+        """A clip (T, C, H, W) or a batch of clips (N, T, C, H, W), as an animated GIF.
+        ``dataformats``: ``'TCHW'`` or ``'THWC'`` for a clip, ``'NTCHW'`` or ``'NTHWC'`` for a
+        batch (default: channels first, as above)."""
         from ._summaries.video import capture_video
 
         self._check()
         tag = check_tag(tag)
-        self._queue(tag, _build_video, capture_video(video, fps), global_step, walltime)
+        self._queue(tag, _build_video, capture_video(video, fps, dataformats), global_step, walltime)
 
     def add_text(self, tag: str, text: str, global_step: Optional[int] = None,
                  walltime: Optional[float] = None) -> None:

@@ -203,6 +203,40 @@ def test_video_copy_and_ndarray(tmp_path):
     np.testing.assert_array_equal(np.asarray(img.convert("L")), x[0, 0])
 
 
+def gif_bytes(tmp_path, x, **kwargs):
+    """The image tensor TensorBoard reads back of ``add_video("vid", x, 3, **kwargs)``: width, height, GIF."""
+    with SummaryWriter(str(tmp_path)) as w:
+        w.add_video("vid", x, global_step=3, **kwargs)
+    return list(read_tensor(tmp_path, "vid", "images").string_val)
+
+
+@pytest.mark.parametrize("shape,dataformats", [
+    ((2, 5, 6, 7, 3), "NTHWC"), ((5, 6, 7, 1), "THWC"), ((5, 6, 7, 4), "thwc"),
+    ((1, 16, 64, 64, 3), "NTHWC"),  # 196 KiB: the GIF is encoded in a child process
+])
+def test_video_channels_last_is_the_gif_of_its_channels_first_transpose(tmp_path, shape, dataformats):
+    x = np.random.default_rng(len(shape)).random(shape).astype(np.float32)
+    first = np.moveaxis(x, -1, -3).copy()  # (N, )T, C, H, W
+    want = gif_bytes(tmp_path / "first", first)
+    assert gif_bytes(tmp_path / "last", x, dataformats=dataformats) == want
+    named = "NTCHW" if x.ndim == 5 else "TCHW"  # the default named: the same bytes as today
+    assert gif_bytes(tmp_path / "named", first, dataformats=named) == want
+    n = x.shape[0] if x.ndim == 5 else 1
+    h, w, _ = tile_images(np.zeros((n, 1) + x.shape[-3:-1])).shape  # rows and columns, not swapped
+    assert want[:2] == [str(w).encode(), str(h).encode()]
+
+
+def test_video_refused_dataformats_leaves_the_writer_working(tmp_path):
+    x = np.zeros((2, 4, 4, 3), np.uint8)
+    with SummaryWriter(str(tmp_path)) as w:
+        with pytest.raises(ValueError) as info:
+            w.add_video("vid", x, global_step=3, dataformats="HWC")
+        assert str(info.value) == "dataformats must be one of 'TCHW', 'THWC', 'NTCHW', 'NTHWC', got str 'HWC'"
+        w.add_video("vid", x, global_step=3, dataformats="THWC")
+    img = gif_of(tmp_path)
+    assert img.n_frames == 1 and img.size == (4, 4)
+
+
 VIDEO_BAD = [
     ("3-D", np.zeros((2, 4, 4)), {}, ValueError, ["video", "(2, 4, 4)"]),
     ("2 channels", np.zeros((2, 2, 4, 4)), {}, ValueError, ["video", "2 channels"]),
@@ -213,6 +247,16 @@ VIDEO_BAD = [
     ("fps 0", np.zeros((2, 3, 4, 4)), {"fps": 0}, ValueError, ["fps"]),
     ("fps inf", np.zeros((2, 3, 4, 4)), {"fps": float("inf")}, ValueError, ["fps"]),
     ("fps str", np.zeros((2, 3, 4, 4)), {"fps": "4"}, TypeError, ["fps", "str"]),
+    ("dataformats unknown", np.zeros((2, 3, 4, 4)), {"dataformats": "TCWH"}, ValueError,
+     ["dataformats must be one of 'TCHW', 'THWC', 'NTCHW', 'NTHWC', got str 'TCWH'"]),
+    ("dataformats not a str", np.zeros((2, 3, 4, 4)), {"dataformats": 5}, TypeError,
+     ["dataformats must be one of 'TCHW', 'THWC', 'NTCHW', 'NTHWC', got int 5"]),
+    ("dataformats of another rank", np.zeros((2, 4, 4, 3)), {"dataformats": "NTHWC"}, ValueError,
+     ["video must be 5-D for dataformats='NTHWC', got ndarray of shape (2, 4, 4, 3)"]),
+    ("channels last read first", np.zeros((1, 2, 5, 5, 3)), {}, ValueError,
+     ["got 5 channels", "read as dataformats='NTCHW'; pass dataformats= to read the axes differently"]),
+    ("channels first read last", np.zeros((2, 3, 5, 5)), {"dataformats": "thwc"}, ValueError,
+     ["video must have 1, 3 or 4 channels, got 5 channels", "read as dataformats='THWC'"]),
 ]
 
 
