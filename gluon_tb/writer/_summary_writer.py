@@ -15,6 +15,7 @@ from typing import Any, Collection, Mapping, Optional, Sequence, Union
 import numpy as np
 
 from ._common.checks import Number, check_bool, check_tag
+from ._common.keywords import known_keywords
 from ._format import proto as _proto
 from ._format.chain import Message
 from ._io.child import run_builder
@@ -32,6 +33,19 @@ PROFILE_CHILD_BYTES = 64 * 1024
 #: frames of at least this many bytes are encoded as a GIF in a child process: Pillow's GIF
 #: writer holds the GIL for most of its work (16 frames of 64x64 RGB, 196 KB: ~160 ms of it)
 VIDEO_CHILD_BYTES = 32 * 1024
+#: whose argument names the ``add_*`` methods' unknown keywords are mapped from (``known_keywords``)
+TBX = "tensorboardX"
+#: tensorboardX's ``add_graph(model, input_to_model)`` names -> what to pass here instead
+GRAPH_TBX_NAMES = {
+    "model": "net",
+    "input_to_model": "input_shapes (the input's shape, x.shape, or a list or {name: shape} dict of them; "
+                      "not the input: run the hybridized net on it once before add_graph)",
+}
+#: tensorboardX's ``add_embedding(mat, metadata, label_img, ..., metadata_header)`` names -> ours
+EMBEDDING_TBX_NAMES = {
+    "mat": "embedding", "metadata": "labels", "label_img": "images",
+    "metadata_header": "labels as a dict {column name: values}",
+}
 
 
 def session_run_name(hparams: Mapping[str, Any]) -> str:
@@ -132,6 +146,7 @@ class SummaryWriter(WriterBase):
     """
 
     # ------------------------------------------------------------ arrays
+    @known_keywords({"max_bins": "bins"}, TBX)
     def add_histogram(self, tag: str, values: Any, global_step: Optional[int] = None,
                       bins: Any = "default", walltime: Optional[float] = None) -> None:
         """A histogram of ``values`` (numpy or NDArray). ``bins``: ``'default'``
@@ -144,6 +159,7 @@ class SummaryWriter(WriterBase):
         tag = check_tag(tag)
         self._queue(tag, build_histogram, capture_histogram(values, bins, self._pool), global_step, walltime)
 
+    @known_keywords({}, TBX)
     def add_histograms(self, values: Mapping[str, Any], global_step: Optional[int] = None,
                        bins: Any = "default", walltime: Optional[float] = None) -> None:
         """Several histograms at one step: ``values`` maps tags to arrays.
@@ -174,6 +190,7 @@ class SummaryWriter(WriterBase):
         group = capture_histograms(values, bins, self._pool, known, private)
         self._queue(group.items[0][0], build_histograms, group, global_step, walltime, wake=wake)
 
+    @known_keywords({"img_tensor": "image"}, TBX)
     def add_image(self, tag: str, image: Any, global_step: Optional[int] = None,
                   dataformats: Optional[str] = None, walltime: Optional[float] = None) -> None:
         """One image (HW, CHW, HWC), or a batch (NCHW, NHWC) tiled into one grid of
@@ -185,6 +202,7 @@ class SummaryWriter(WriterBase):
         tag = check_tag(tag)
         self._queue(tag, build_image, capture_image(image, dataformats=dataformats, pool=self._pool), global_step, walltime)
 
+    @known_keywords({"img_tensor": "images"}, TBX)
     def add_images(self, tag: str, images: Any, global_step: Optional[int] = None,
                    dataformats: Optional[str] = None, walltime: Optional[float] = None,
                    max_images: Optional[int] = None) -> None:
@@ -196,6 +214,7 @@ class SummaryWriter(WriterBase):
         payload = capture_images(images, dataformats=dataformats, max_images=max_images, pool=self._pool)
         self._queue(tag, build_image, payload, global_step, walltime)
 
+    @known_keywords({"snd_tensor": "audio"}, TBX)
     def add_audio(self, tag: str, audio: Any, sample_rate: Number = 44100,
                   global_step: Optional[int] = None, walltime: Optional[float] = None) -> None:
         """A clip of mono (N,) or stereo (N, 2) samples in [-1, 1] (clipped), as WAV."""
@@ -205,6 +224,7 @@ class SummaryWriter(WriterBase):
         tag = check_tag(tag)
         self._queue(tag, build_audio, capture_audio(audio, sample_rate), global_step, walltime)
 
+    @known_keywords({"vid_tensor": "video"}, TBX)
     def add_video(self, tag: str, video: Any, global_step: Optional[int] = None, fps: Number = 4,
                   walltime: Optional[float] = None, dataformats: Optional[str] = None) -> None:
         """A clip (T, C, H, W) or a batch of clips (N, T, C, H, W), as an animated GIF.
@@ -216,6 +236,7 @@ class SummaryWriter(WriterBase):
         tag = check_tag(tag)
         self._queue(tag, _build_video, capture_video(video, fps, dataformats), global_step, walltime)
 
+    @known_keywords({"text_string": "text"}, TBX)
     def add_text(self, tag: str, text: str, global_step: Optional[int] = None,
                  walltime: Optional[float] = None) -> None:
         """Markdown text, shown by the text dashboard."""
@@ -225,6 +246,7 @@ class SummaryWriter(WriterBase):
         tag = check_tag(tag)
         self._queue(tag, build_text, capture_text(text), global_step, walltime)
 
+    @known_keywords({}, TBX)
     def add_pr_curve(self, tag: str, labels: Any, predictions: Any, num_thresholds: int = 127,
                      global_step: Optional[int] = None, weights: Any = None,
                      walltime: Optional[float] = None) -> None:
@@ -237,6 +259,7 @@ class SummaryWriter(WriterBase):
         self._queue(tag, build_pr_curve, payload, global_step, walltime)
 
     # ------------------------------------------------------------ whole-run items
+    @known_keywords(GRAPH_TBX_NAMES, TBX)
     def add_graph(self, net: Any, input_shapes: Any = None) -> None:
         """The graph of a hybridized Gluon ``HybridBlock`` (run forward once) or a ``Symbol``.
 
@@ -260,6 +283,7 @@ class SummaryWriter(WriterBase):
 
         self._put_action(write, 0)
 
+    @known_keywords(EMBEDDING_TBX_NAMES, TBX)
     def add_embedding(self, tag: str, embedding: Any, labels: Any = None, images: Any = None,
                       global_step: Optional[int] = None) -> None:
         """Vectors for TensorBoard's projector, with optional labels (a list: one column;
@@ -274,6 +298,7 @@ class SummaryWriter(WriterBase):
         payload = capture_embedding(embedding, labels=labels, images=images)
         self._put_action(embedding_action(tag, step, payload, self._projector), payload_nbytes(payload))
 
+    @known_keywords({}, TBX)
     def add_profile(self, trace: Any, session: Optional[str] = None, host: Optional[str] = None) -> Optional[str]:
         """A profiler timeline for TensorBoard's Profile dashboard: MXNet's Chrome trace (the
         path of the JSON file ``mx.profiler.dump()`` wrote, its dict or its event list) as
@@ -316,6 +341,7 @@ class SummaryWriter(WriterBase):
             return None  # dropped: no file will appear there
         return rel
 
+    @known_keywords({"name": "run_name"}, TBX)
     def add_hparams(self, hparam_dict: Mapping[str, Any], metric_dict: Mapping[str, Number],
                     global_step: Optional[int] = None,
                     hparam_domain_discrete: Optional[Mapping[str, Union[Sequence[Any], np.ndarray]]] = None,
@@ -377,6 +403,7 @@ class SummaryWriter(WriterBase):
         self._sessions[self._run] = payload.hparams
         self._queue("_hparams_", build_hparams, payload, self._top_step if global_step is None else global_step, None)
 
+    @known_keywords({}, TBX)
     def add_custom_scalars(self, layout: Mapping[str, Mapping[str, Any]]) -> None:
         """Chart layout for the custom scalars dashboard, in tensorboardX's form:
         ``{category: {chart: ["Multiline", [tag regexes]] | ["Margin", [value, lower, upper]]}}``."""

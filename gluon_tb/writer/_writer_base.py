@@ -258,6 +258,7 @@ class WriterBase:
         for run, v in runs:
             self._put_scalar(run, tag, v, global_step, walltime)
 
+    @known_keywords({}, "tensorboardX")
     def add_scalars(self, main_tag: str, tag_scalar_dict: Mapping[str, Any],
                     global_step: Optional[int] = None, walltime: Optional[float] = None) -> None:
         """Several curves in one chart (tensorboardX layout): ``tag_scalar_dict[name]``

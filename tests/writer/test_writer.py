@@ -391,6 +391,71 @@ def test_constructor_validates_arguments(kwargs, exc, word):
         SummaryWriter(**kwargs)
 
 
+IMG = np.zeros((3, 4, 4), np.float32)
+# tensorboardX 2.6.5's argument names (its SummaryWriter's signatures): what each call says to pass
+TBX_KEYWORDS = [
+    ("add_image", ("i",), {"img_tensor": IMG}, "pass image"),
+    ("add_images", ("i",), {"img_tensor": IMG[None]}, "pass images"),
+    ("add_audio", ("a",), {"snd_tensor": np.zeros(8)}, "pass audio"),
+    ("add_text", ("t",), {"text_string": "x"}, "pass text"),
+    ("add_video", ("v",), {"vid_tensor": IMG[None]}, "pass video"),
+    ("add_histogram", ("h", np.arange(4.0)), {"max_bins": 5}, "pass bins"),
+    ("add_embedding", ("e",), {"mat": np.zeros((2, 2))}, "pass embedding"),
+    ("add_embedding", ("e", np.zeros((2, 2))), {"metadata": ["a", "b"]}, "pass labels"),
+    ("add_embedding", ("e", np.zeros((2, 2))), {"label_img": IMG[None]}, "pass images"),
+    ("add_embedding", ("e", np.zeros((2, 2))), {"metadata_header": ["a"]},
+     "pass labels as a dict {column name: values}"),
+    ("add_graph", (), {"model": None}, "pass net"),
+    ("add_graph", (None,), {"input_to_model": IMG},
+     "pass input_shapes (the input's shape, x.shape, or a list or {name: shape} dict of them; not the input: "
+     "run the hybridized net on it once before add_graph)"),
+    ("add_hparams", ({"lr": 0.1}, {"m": 1.0}), {"name": "trial"}, "pass run_name"),
+]
+
+
+@pytest.mark.parametrize("method,args,kwargs,hint", TBX_KEYWORDS, ids=[f"{c[0]}-{next(iter(c[2]))}" for c in TBX_KEYWORDS])
+def test_a_tensorboardx_keyword_says_what_to_pass(tmp_path, method, args, kwargs, hint):
+    (name,) = kwargs
+    with SummaryWriter(tmp_path) as w:
+        with pytest.raises(TypeError) as info:
+            getattr(w, method)(*args, **kwargs)
+        assert str(info.value) == f"SummaryWriter.{method}() has no argument {name!r} (tensorboardX's name): {hint}"
+        w.add_text("after", "still writing", 2)
+    assert readback.tags(str(tmp_path)) == {(".", "after")}  # nothing of the refused call
+    [e] = readback.tensor_events(str(tmp_path), ".", "after")
+    assert (e.step, e.tensor_proto.string_val) == (2, [b"still writing"])
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda w: w.add_histogram("h", np.arange(4.0), bin=3),
+     "SummaryWriter.add_histogram() has no argument 'bin'; did you mean 'bins'?"),
+    (lambda w: w.add_scalars("s", {"a": 1.0}, step=1),
+     "SummaryWriter.add_scalars() has no argument 'step'; its arguments: main_tag, tag_scalar_dict, "
+     "global_step, walltime"),
+    (lambda w: w.for_run("r").add_pr_curve("p", [0, 1], [0.2, 0.8], num_threshold=9),
+     "SummaryWriter.add_pr_curve() has no argument 'num_threshold'; did you mean 'num_thresholds'?"),
+], ids=["typo", "no-close-name", "for_run"])
+def test_an_unknown_keyword_of_a_method_names_the_closest_argument(tmp_path, call, message):
+    with SummaryWriter(tmp_path) as w, pytest.raises(TypeError) as info:
+        call(w)
+    assert str(info.value) == message
+
+
+def test_the_methods_keep_their_signature_and_their_own_type_errors(tmp_path):
+    import inspect
+
+    from gluon_tb.writer._writer_base import WriterBase
+
+    methods = [m for m in dir(SummaryWriter) if m.startswith("add_")]
+    for m in methods:  # every add_* checks its keywords but the two whose call costs under a microsecond
+        assert hasattr(getattr(SummaryWriter, m), "__wrapped__") == (m not in ("add_scalar", "add_mean")), m
+    assert list(inspect.signature(SummaryWriter.add_image).parameters) == [
+        "self", "tag", "image", "global_step", "dataformats", "walltime"]
+    assert SummaryWriter.add_scalars.__doc__ == WriterBase.add_scalars.__wrapped__.__doc__
+    with SummaryWriter(tmp_path) as w, pytest.raises(TypeError, match="^text must be a str, got int 3$"):
+        w.add_text("t", text=3)  # the method's own TypeError, with known keywords: as it was
+
+
 def test_drop_mode_counts_what_it_dropped(tmp_path):
     w = SummaryWriter(tmp_path, max_queue_bytes=1024, on_full="drop", max_queue=1, flush_secs=3600)
     w._p._wake.wait = lambda timeout=None: True  # noqa: E731  never sleep: keep it simple
