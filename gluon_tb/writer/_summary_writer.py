@@ -217,12 +217,20 @@ class SummaryWriter(WriterBase):
     @known_keywords({"snd_tensor": "audio"}, TBX)
     def add_audio(self, tag: str, audio: Any, sample_rate: Number = 44100,
                   global_step: Optional[int] = None, walltime: Optional[float] = None) -> None:
-        """A clip of mono (N,) or stereo (N, 2) samples in [-1, 1] (clipped), as WAV."""
+        """A clip of mono (N,) or stereo (N, 2) samples in [-1, 1] (clipped), as WAV.
+        A ``sample_rate`` under 1000 Hz is warned about (once): tensorboardX's third argument is
+        the step."""
         from ._summaries.audio import build_audio, capture_audio
 
         self._check()
         tag = check_tag(tag)
-        self._queue(tag, build_audio, capture_audio(audio, sample_rate), global_step, walltime)
+        payload = capture_audio(audio, sample_rate)
+        if sample_rate < 1000:
+            self._warn_once("audio sample_rate", "gluon_tb: add_audio(%r, ...): sample_rate=%r Hz, written as given. "
+                            "The order is mxboard's, add_audio(tag, audio, sample_rate, global_step); tensorboardX's is "
+                            "add_audio(tag, snd_tensor, global_step, sample_rate): pass global_step= by name", tag,
+                            sample_rate)
+        self._queue(tag, build_audio, payload, global_step, walltime)
 
     @known_keywords({"vid_tensor": "video"}, TBX)
     def add_video(self, tag: str, video: Any, global_step: Optional[int] = None, fps: Number = 4,
@@ -250,12 +258,19 @@ class SummaryWriter(WriterBase):
     def add_pr_curve(self, tag: str, labels: Any, predictions: Any, num_thresholds: int = 127,
                      global_step: Optional[int] = None, weights: Any = None,
                      walltime: Optional[float] = None) -> None:
-        """A precision-recall curve of binary ``labels`` against ``predictions`` in [0, 1]."""
+        """A precision-recall curve of binary ``labels`` against ``predictions`` in [0, 1].
+        A ``num_thresholds`` other than 127 without ``global_step`` is warned about (once):
+        tensorboardX's fourth argument is the step."""
         from ._summaries.pr_curve import build_pr_curve, capture_pr_curve
 
         self._check()
         tag = check_tag(tag)
         payload = capture_pr_curve(labels, predictions, num_thresholds=num_thresholds, weights=weights)
+        if global_step is None and num_thresholds != 127:
+            self._warn_once("pr_curve num_thresholds", "gluon_tb: add_pr_curve(%r, ...): num_thresholds=%r at step 0, "
+                            "written as given. The order is mxboard's, add_pr_curve(tag, labels, predictions, "
+                            "num_thresholds, global_step); tensorboardX's is add_pr_curve(tag, labels, predictions, "
+                            "global_step, num_thresholds): pass global_step= by name", tag, num_thresholds)
         self._queue(tag, build_pr_curve, payload, global_step, walltime)
 
     # ------------------------------------------------------------ whole-run items

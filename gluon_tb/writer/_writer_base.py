@@ -79,6 +79,7 @@ class WriterBase:
         self._top_step = 0  # the largest step this writer was given (add_hparams' default step)
         self._sessions: Dict[Optional[str], Dict[str, Any]] = {}  # each run's add_hparams session (its hparams)
         self._sessions_moved: Set[Optional[str]] = set()  # runs whose other sessions went into runs of their own
+        self._warned: Set[str] = set()  # the kinds of _warn_once this writer (and its for_run ones) gave
         self._close_lock = threading.Lock()
         self._projector: List[Any] = []  # embeddings of this run, touched by the worker only
         self._views: "weakref.WeakValueDictionary[str, WriterBase]" = weakref.WeakValueDictionary()
@@ -142,7 +143,7 @@ class WriterBase:
                 view.__dict__.update(
                     _p=root._p, _pool=root._pool, _closed=root._closed, _close_lock=threading.Lock(),
                     _projector=root._run_projectors.setdefault(run, []), _run=run, _parent=root,
-                    _top_step=0, _sessions=root._sessions, _sessions_moved=root._sessions_moved,
+                    _top_step=0, _sessions=root._sessions, _sessions_moved=root._sessions_moved, _warned=root._warned,
                     _logdir=f"{root._logdir.rstrip('/')}/{run}" if root._p.is_remote
                     else os.path.join(root._logdir, run))
                 root._views[run] = view
@@ -196,6 +197,13 @@ class WriterBase:
         if step > self._top_step:
             self._top_step = step
         return step
+
+    def _warn_once(self, kind: str, msg: str, *args: Any) -> None:
+        """``msg % args`` as a warning of the ``gluon_tb`` logger, the first time of ``kind`` only
+        for this writer and the writers of its :meth:`for_run`."""
+        if kind not in self._warned:
+            self._warned.add(kind)
+            _log.warning(msg, *args)
 
     def _queue(self, tag: str, builder: Any, payload: Any, global_step: Any, walltime: Any,
                run: Optional[str] = None, wake: bool = True) -> None:

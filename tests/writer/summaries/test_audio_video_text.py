@@ -145,6 +145,38 @@ def test_audio_bad_and_odd_inputs(tmp_path, name, x, kwargs, expected):
         np.testing.assert_array_equal(frames[:, 0], expected)
 
 
+def test_a_rate_under_1000_hz_is_warned_once_a_writer_and_written_as_given(tmp_path, caplog):
+    """tensorboardX's add_audio(tag, snd, 10) means step 10; ours (mxboard's order) reads a rate of 10 Hz."""
+    import logging
+
+    x = np.full(16, 0.5, np.float32)
+    with caplog.at_level(logging.WARNING, logger="gluon_tb"):
+        with SummaryWriter(str(tmp_path)) as w:
+            w.add_audio("snd", x, 10)
+            w.add_audio("snd", x, 20)
+            w.for_run("r").add_audio("snd", x, 30)  # a run of the same writer: no second warning
+            w.add_audio("ok", x, 1000, 3)
+        with SummaryWriter(str(tmp_path / "other")) as w:
+            w.add_audio("snd", x, 999, global_step=3)  # a writer of its own: its own warning
+    order = ("The order is mxboard's, add_audio(tag, audio, sample_rate, global_step); tensorboardX's is "
+             "add_audio(tag, snd_tensor, global_step, sample_rate): pass global_step= by name")
+    assert [(r.name, r.levelno, r.getMessage()) for r in caplog.records if "add_audio" in r.getMessage()] == [
+        ("gluon_tb", logging.WARNING, f"gluon_tb: add_audio('snd', ...): sample_rate=10 Hz, written as given. {order}"),
+        ("gluon_tb", logging.WARNING, f"gluon_tb: add_audio('snd', ...): sample_rate=999 Hz, written as given. {order}")]
+
+    def rates(logdir, run, tag):
+        out = []
+        for e in readback.tensor_events(str(logdir), run, tag):
+            with wave.open(io.BytesIO(e.tensor_proto.string_val[0])) as wav:
+                out.append((e.step, wav.getframerate(), wav.getnframes()))
+        return out
+
+    assert rates(tmp_path, ".", "snd") == [(0, 10, 16), (0, 20, 16)]
+    assert rates(tmp_path, "r", "snd") == [(0, 30, 16)]
+    assert rates(tmp_path, ".", "ok") == [(3, 1000, 16)]
+    assert rates(tmp_path / "other", ".", "snd") == [(3, 999, 16)]
+
+
 # ---------------------------------------------------------------- video
 def gif_of(logdir):
     t = read_tensor(logdir, "vid", "images")

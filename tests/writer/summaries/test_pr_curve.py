@@ -48,6 +48,41 @@ def logged(logdir, labels, predictions, num_thresholds=127, weights=None, tag="p
     return curve(logdir, tag)
 
 
+def test_num_thresholds_without_a_step_is_warned_once_a_writer_and_written_as_given(tmp_path, caplog):
+    """tensorboardX's add_pr_curve(tag, labels, predictions, 10) means step 10; ours (mxboard's order)
+    reads num_thresholds=10, at step 0."""
+    import logging
+
+    labels, predictions = np.array([0, 1, 1, 0]), np.array([0.1, 0.9, 0.6, 0.4])
+    with caplog.at_level(logging.WARNING, logger="gluon_tb"):
+        with SummaryWriter(str(tmp_path)) as w:
+            w.add_pr_curve("pr", labels, predictions, 10)
+            w.add_pr_curve("pr", labels, predictions, 20)
+            w.for_run("r").add_pr_curve("pr", labels, predictions, 30)  # a run of the same writer: not again
+            w.add_pr_curve("default", labels, predictions)  # the default, or a step given: no warning
+            w.add_pr_curve("stepped", labels, predictions, 5, 4)
+        with SummaryWriter(str(tmp_path / "other")) as w:
+            w.add_pr_curve("pr", labels, predictions, num_thresholds=3)  # a writer of its own: its own warning
+    order = ("The order is mxboard's, add_pr_curve(tag, labels, predictions, num_thresholds, global_step); "
+             "tensorboardX's is add_pr_curve(tag, labels, predictions, global_step, num_thresholds): "
+             "pass global_step= by name")
+    assert [(r.name, r.levelno, r.getMessage()) for r in caplog.records if "add_pr_curve" in r.getMessage()] == [
+        ("gluon_tb", logging.WARNING, f"gluon_tb: add_pr_curve('pr', ...): num_thresholds=10 at step 0, written as "
+                                      f"given. {order}"),
+        ("gluon_tb", logging.WARNING, f"gluon_tb: add_pr_curve('pr', ...): num_thresholds=3 at step 0, written as "
+                                      f"given. {order}")]
+
+    def read(logdir, run, tag):
+        return [(e.step, tensor_util.make_ndarray(e.tensor_proto).shape) for e in tensor_events(str(logdir), run, tag)]
+
+    assert read(tmp_path, ".", "pr") == [(0, (6, 10)), (0, (6, 20))]
+    assert read(tmp_path, "r", "pr") == [(0, (6, 30))]
+    assert read(tmp_path, ".", "default") == [(0, (6, 127))]
+    assert read(tmp_path, ".", "stepped") == [(4, (6, 5))]
+    assert read(tmp_path / "other", ".", "pr") == [(0, (6, 3))]
+    np.testing.assert_array_equal(curve(tmp_path / "other"), tb_expected(labels, predictions, 3))
+
+
 @pytest.mark.parametrize("n", [2, 3, 11, 127, 201])
 @pytest.mark.parametrize("weighted", [False, True])
 def test_matches_tensorboard_algorithm(tmp_path, n, weighted):
