@@ -150,9 +150,9 @@ class SummaryWriter(WriterBase):
     def add_histogram(self, tag: str, values: Any, global_step: Optional[int] = None,
                       bins: Any = "default", walltime: Optional[float] = None) -> None:
         """A histogram of ``values`` (numpy or NDArray). ``bins``: ``'default'``
-        (TensorBoard's exponential buckets), an int, a numpy strategy name
-        (``'auto'``, ``'fd'``, ...) or a sequence of edges. NaN/±Inf are left out
-        of the buckets and counted in a warning."""
+        (TensorBoard's exponential buckets; tensorboardX's name for them, ``'tensorflow'``, is
+        the same), an int, a numpy strategy name (``'auto'``, ``'fd'``, ...) or a sequence of
+        edges. NaN/±Inf are left out of the buckets and counted in a warning."""
         from ._summaries.histogram import build_histogram, capture_histogram
 
         self._check()

@@ -169,7 +169,9 @@ def _check_bins(bins: Any) -> Bins:
     if isinstance(bins, str):
         if bins == "default" or bins in STRATEGIES:
             return bins
-        raise ValueError(f"bins must be 'default', a positive int, one of {sorted(STRATEGIES)} "
+        if bins == "tensorflow":  # tensorboardX's name for TensorBoard's exponential buckets
+            return "default"
+        raise ValueError(f"bins must be 'default' (or 'tensorflow'), a positive int, one of {sorted(STRATEGIES)} "
                          f"or a sequence of edges, got {bins!r}")
     if is_int(bins):
         if bins < 1:

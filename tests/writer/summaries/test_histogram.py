@@ -212,7 +212,7 @@ def test_bad_values(tmp_path, values, exc, words):
 
 
 @pytest.mark.parametrize("bins,exc", [
-    ("tensorflow", ValueError), (0, ValueError), (-3, ValueError), (2.5, TypeError),
+    ("TENSORFLOW", ValueError), ("Default", ValueError), (0, ValueError), (-3, ValueError), (2.5, TypeError),
     (True, TypeError), (None, TypeError), ([1.0], ValueError), ([1.0, 1.0], ValueError),
     ([2.0, 1.0], ValueError), ([0.0, np.nan], ValueError), ([[0.0, 1.0]], ValueError),
     (["a", "b"], TypeError),
@@ -220,6 +220,40 @@ def test_bad_values(tmp_path, values, exc, words):
 def test_bad_bins(tmp_path, bins, exc):
     with SummaryWriter(str(tmp_path)) as w, pytest.raises(exc, match="bins"):
         w.add_histogram("h", np.ones(3), bins=bins)
+
+
+def test_tensorflow_bins_are_the_default_buckets(tmp_path):
+    """tensorboardX's bins='tensorflow' (its default) names TensorBoard's exponential buckets: ours 'default'."""
+    x = np.concatenate([np.random.default_rng(4).standard_normal(5000), [0.0, 1e-13, -7e20, np.nan]])
+    with SummaryWriter(str(tmp_path)) as w:
+        w.add_histogram("default", x, 1, bins="default")
+        w.add_histogram("tensorflow", x, 1, bins="tensorflow")
+        w.add_histograms({"group/default": x, "group/other": x[:10]}, 2)
+        w.add_histograms({"group/tensorflow": x, "group/other": x[:10]}, 3, bins="tensorflow")
+    read = {tag: tensor_events(str(tmp_path), ".", tag) for tag in ("default", "tensorflow", "group/default",
+                                                                   "group/tensorflow")}
+    from tensorboard.util import tensor_util
+
+    arrays = {tag: tensor_util.make_ndarray(e.tensor_proto) for tag, (e,) in read.items()}
+    limits, counts = expected(x)
+    assert list(arrays["default"][:, 2]) == counts and list(arrays["default"][1:, 0]) == list(np.float32(limits[:-1]))
+    for tag in ("tensorflow", "group/default", "group/tensorflow"):
+        np.testing.assert_array_equal(arrays[tag], arrays["default"])
+    written = {v.tag: v.histo for _, v in summary_values(str(tmp_path))}  # as written, before the loader
+    assert written["tensorflow"] == written["default"] == written["group/tensorflow"]
+    assert written["group/other"].bucket_limit  # the group's other tag went along
+
+
+def test_a_bins_name_not_taken_says_what_is(tmp_path):
+    with SummaryWriter(str(tmp_path)) as w:
+        with pytest.raises(ValueError) as info:
+            w.add_histogram("h", np.ones(3), bins="TENSORFLOW")
+        w.add_histogram("h", np.ones(3), 1, bins="tensorflow")
+    assert str(info.value) == ("bins must be 'default' (or 'tensorflow'), a positive int, one of ['auto', 'doane', "
+                               "'fd', 'rice', 'scott', 'sqrt', 'stone', 'sturges'] or a sequence of edges, "
+                               "got 'TENSORFLOW'")
+    [e] = tensor_events(str(tmp_path), ".", "h")
+    assert e.step == 1
 
 
 class _Count:
