@@ -305,10 +305,10 @@ class SummaryWriter(WriterBase):
         a dict of columns or a list of rows: several columns with a header) and
         thumbnails (NCHW or NHW) for a sprite. Files go under ``logdir/<tag>/<step>/``
         and ``projector_config.pbtxt`` is rewritten whole."""
-        from ._summaries.embedding import capture_embedding, embedding_action
+        from ._summaries.embedding import capture_embedding, check_embedding_tag, embedding_action
 
         self._check()
-        tag = check_tag(tag)
+        tag = check_embedding_tag(tag)
         step = self._step(global_step)
         payload = capture_embedding(embedding, labels=labels, images=images)
         self._put_action(embedding_action(tag, step, payload, self._projector), payload_nbytes(payload))

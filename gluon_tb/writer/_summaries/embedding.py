@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple, Union
 import numpy as np
 
 from .._common.arrays import is_ndarray, to_numpy
-from .._common.checks import describe
+from .._common.checks import check_tag, describe
 from .._format import proto as _proto
 from .capture import array_nbytes, check_array, snapshot
 from .layouts import check_size, guess_layout
@@ -37,6 +37,17 @@ class EmbeddingPayload(NamedTuple):
 
 
 # ------------------------------------------------------------ capture (caller thread)
+def check_embedding_tag(tag: Any) -> str:
+    """``tag`` checked (``check_tag``); a matrix in its place (numpy, NDArray, a list of rows), as
+    tensorboardX's order puts it first, is a ``TypeError`` that also gives both orders."""
+    if not isinstance(tag, str) and (isinstance(tag, np.ndarray) or is_ndarray(tag)
+                                     or (isinstance(tag, (list, tuple)) and len(tag) > 0 and _is_seq(tag[0]))):
+        raise TypeError(f"tag must be a str, got {describe(tag)}: the order is mxboard's, add_embedding(tag, "
+                        "embedding, labels, images, global_step); tensorboardX's is add_embedding(mat, metadata, "
+                        "label_img, global_step, tag)")
+    return check_tag(tag)
+
+
 def _is_seq(x: Any) -> bool:
     return isinstance(x, (list, tuple)) or (isinstance(x, np.ndarray) and x.ndim >= 1) \
         or (is_ndarray(x) and len(x.shape) >= 1)

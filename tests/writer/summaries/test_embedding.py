@@ -303,6 +303,39 @@ def test_errors_name_the_argument(tmp_path, kwargs, exc, word):
         w.add_embedding("e", **kwargs)
 
 
+ORDERS = ("the order is mxboard's, add_embedding(tag, embedding, labels, images, global_step); tensorboardX's is "
+          "add_embedding(mat, metadata, label_img, global_step, tag)")
+
+
+@pytest.mark.parametrize("first,described", [
+    (np.zeros((2, 3)), "ndarray of shape (2, 3) and dtype float64"),
+    ([[0.5, 1.0], [2.0, 3.0]], "list [[0.5, 1.0], [2.0, 3.0]]"),
+    ((np.zeros(2), np.ones(2)), "tuple (array([0., 0.]), array([1., 1.]))"),
+    ("nd", "NDArray of shape (2, 3) and dtype float32"),
+], ids=["numpy", "list-of-lists", "tuple-of-arrays", "ndarray"])
+def test_a_matrix_first_in_tensorboardxs_order_says_both_orders(tmp_path, first, described):
+    if isinstance(first, str):
+        mx = pytest.importorskip("mxnet")
+        first = mx.nd.zeros((2, 3))
+    emb = np.arange(6, dtype=np.float32).reshape(2, 3)
+    with SummaryWriter(str(tmp_path)) as w:
+        with pytest.raises(TypeError) as info:
+            w.add_embedding(first, ["a", "b"])  # tensorboardX's add_embedding(mat, metadata)
+        w.add_embedding("e", emb, ["a", "b"])  # the writer goes on
+    assert str(info.value) == f"tag must be a str, got {described}: {ORDERS}"
+    p = Projector(tmp_path)
+    assert [e["tensorName"] for e in p.config()["embeddings"]] == ["e"]
+    np.testing.assert_array_equal(p.tensor("e").reshape(2, 3), emb)
+    assert p.metadata("e").splitlines() == ["a", "b"]
+
+
+@pytest.mark.parametrize("tag", [3, None, ["a", "b"], []])
+def test_a_tag_of_another_kind_keeps_the_plain_message(tmp_path, tag):
+    with SummaryWriter(str(tmp_path)) as w, pytest.raises(TypeError) as info:
+        w.add_embedding(tag, np.zeros((2, 2)))
+    assert str(info.value).startswith("tag must be a str, got ") and "order" not in str(info.value)
+
+
 # ------------------------------------------------------------ metadata.tsv: the fast path's bytes
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
