@@ -269,8 +269,9 @@ class WriterBase:
     @known_keywords({}, "tensorboardX")
     def add_scalars(self, main_tag: str, tag_scalar_dict: Mapping[str, Any],
                     global_step: Optional[int] = None, walltime: Optional[float] = None) -> None:
-        """Several curves in one chart (tensorboardX layout): ``tag_scalar_dict[name]``
-        goes to run ``<logdir>/<main_tag>_<name>`` under the tag ``main_tag``."""
+        """Several curves in one chart (``torch.utils.tensorboard``'s layout): ``tag_scalar_dict[name]``
+        goes to run ``<logdir>/<main_tag>_<name>`` under the tag ``main_tag``. tensorboardX 2.6
+        writes runs ``<main_tag>/<name>``, as ``add_scalar(main_tag, {name: value})`` does."""
         self._check()
         main_tag = check_tag(main_tag, "main_tag")
         if not isinstance(tag_scalar_dict, Mapping):
