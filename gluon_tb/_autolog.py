@@ -180,8 +180,40 @@ def _entries(value: Any) -> List[Any]:
     return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
-def _estimator_fit(original: Callable[..., Any]) -> Callable[..., Any]:
+def _estimator_params(self: Any, train_data: Any, val_data: Any = None, epochs: Any = None,
+                      event_handlers: Any = None, batches: Any = None, batch_axis: Any = None) -> None:
+    """``Estimator.fit``'s parameters (MXNet 1.9.1), to bind a call when the ``fit`` found on the
+    class is another tool's ``(*args, **kwargs)`` wrapper, which hides them."""
+
+
+def _module_params(self: Any, train_data: Any, eval_data: Any = None, eval_metric: Any = None,
+                   epoch_end_callback: Any = None, batch_end_callback: Any = None, kvstore: Any = None,
+                   optimizer: Any = None, optimizer_params: Any = None, eval_end_callback: Any = None,
+                   eval_batch_end_callback: Any = None, initializer: Any = None, arg_params: Any = None,
+                   aux_params: Any = None, allow_missing: Any = None, force_rebind: Any = None,
+                   force_init: Any = None, begin_epoch: Any = None, num_epoch: Any = None,
+                   validation_metric: Any = None, monitor: Any = None, sparse_row_id_fn: Any = None) -> None:
+    """``BaseModule.fit``'s parameters (MXNet 1.9.1); see :func:`_estimator_params`."""
+
+
+def _signature(original: Callable[..., Any], needs: Tuple[str, ...], own: Callable[..., Any]) -> inspect.Signature:
+    """The signature to bind a ``fit`` call with: ``original``'s, or MXNet's own (``own``) when
+    ``original`` does not name the parameters we add to (another tool's plain wrapper: binding
+    against ``(*args, **kwargs)`` lost what was added, and nothing was logged)."""
     sig = inspect.signature(original)
+    return sig if all(n in sig.parameters for n in needs) else inspect.signature(own)
+
+
+def _call(original: Callable[..., Any], bound: inspect.BoundArguments) -> Any:
+    """``original`` with the bound arguments, ``self`` first and every other one by name: a
+    wrapper below may add a slot by keyword, which would clash with one passed by position."""
+    args = dict(bound.arguments)
+    me = args.pop("self")
+    return original(me, **args)
+
+
+def _estimator_fit(original: Callable[..., Any]) -> Callable[..., Any]:
+    sig = _signature(original, ("event_handlers",), _estimator_params)
 
     @functools.wraps(original)
     def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -198,7 +230,7 @@ def _estimator_fit(original: Callable[..., Any]) -> Callable[..., Any]:
         handler = TensorBoardHandler(run, **config.options[_ESTIMATOR])
         bound.arguments["event_handlers"] = handlers + [handler]
         try:
-            return original(*bound.args, **bound.kwargs)
+            return _call(original, bound)
         except BaseException:
             handler._abandon()  # no train_end: unhook the trainer, close the writers
             _drop_if_empty(run)
@@ -209,7 +241,9 @@ def _estimator_fit(original: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _module_fit(original: Callable[..., Any]) -> Callable[..., Any]:
-    sig = inspect.signature(original)
+    from .handlers._module.slots import SLOTS
+
+    sig = _signature(original, SLOTS, _module_params)
 
     @functools.wraps(original)
     def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -228,7 +262,7 @@ def _module_fit(original: Callable[..., Any]) -> Callable[..., Any]:
         cb = TensorBoardCallback(run, **config.options[_MODULE])
         bound.arguments.update(cb.fit_callbacks(**given))
         try:
-            result = original(*bound.args, **bound.kwargs)
+            result = _call(original, bound)
         except BaseException:
             cb.close()
             _drop_if_empty(run)

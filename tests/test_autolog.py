@@ -186,3 +186,45 @@ def test_grad_health_stop_goes_to_estimator_fits_and_module_fits_warn(tmp_path, 
     est, mod = config.options["estimator"]["grad_health"], config.options["module"]["grad_health"]
     assert est is health and est.stop == frozenset({"exploding"})
     assert mod.stop == frozenset() and mod.explode_factor == 50.0 and health.stop == frozenset({"exploding"})
+
+
+def test_fits_wrapped_by_another_tool_still_log(tmp_path):
+    """Another tool (a profiler, an experiment tracker) had wrapped fit before autolog: with a plain
+    ``(self, *args, **kwargs)`` wrapper, autolog bound the call to that signature, and the slots it
+    filled were dropped: an empty run directory, no warning. With a functools.wraps wrapper that adds
+    a callback by keyword, a slot autolog passed by position clashed ("multiple values")."""
+    calls = []
+
+    def plain(original):
+        def fit(self, *args, **kwargs):  # no functools.wraps: the signature says nothing
+            return original(self, *args, **kwargs)
+        return fit
+
+    def adds_a_callback(original):
+        import functools
+
+        @functools.wraps(original)
+        def fit(self, *args, **kwargs):
+            extra = kwargs.pop("batch_end_callback", None)
+            extra = [] if extra is None else (list(extra) if isinstance(extra, (list, tuple)) else [extra])
+            return original(self, *args, batch_end_callback=extra + [lambda p: calls.append(p.nbatch)], **kwargs)
+        return fit
+
+    for name, wrap_fit in [("plain", plain), ("keyword", adds_a_callback)]:
+        logdir = tmp_path / name
+        Estimator.fit, BaseModule.fit = wrap_fit(EST_FIT), wrap_fit(MOD_FIT)
+        try:
+            gluon_tb.autolog(str(logdir), histogram_period=None)
+            make_est(make_net()).fit(loader(), epochs=2) if name == "plain" else None
+            train, val = iters()
+            module().fit(train, val, "acc", None, None, num_epoch=2, optimizer_params={"learning_rate": 0.1})
+        finally:
+            gluon_tb.autolog(disable=True)
+            Estimator.fit, BaseModule.fit = EST_FIT, MOD_FIT
+        made = runs(str(logdir))
+        mod = made[-1]
+        assert steps(str(logdir), f"{mod}/train", "epoch_accuracy") == [0, 1]
+        assert steps(str(logdir), f"{mod}/train_batch", "batch_accuracy") == list(range(8))
+        if name == "plain":
+            assert len(made) == 2 and steps(str(logdir), f"{made[0]}/train", "epoch_loss") == [0, 1]
+    assert calls == list(range(4)) * 2  # the other tool's callback ran beside ours
