@@ -124,8 +124,10 @@ def test_a_second_training_in_the_same_logdir_is_told_its_curves_overlay_the_fir
         assert said() == []
         make_est(make_net()).fit(loader(), epochs=1, event_handlers=[TensorBoardHandler(logdir)])
         assert said() == [f"gluon_tb: {tmp_path / 'same' / 'train'} already holds the events of an earlier "
-                          "training, and this one starts again at epoch 0, batch 0: TensorBoard draws both on "
-                          "the same curves. Give each training its own logdir (logs/<name or time>), or delete "
+                          "training, and this one starts again at epoch 0, batch 0: TensorBoard's default loader "
+                          "reads the step going back as a restart and shows only this training's points, its "
+                          "Python loader (--load_fast=false) both on the same curves. Give each training its own "
+                          "logdir (logs/<name or time>), or delete "
                           "the old one; to continue that training, pass initial_epoch= and initial_step="]
         assert [r.levelno for r in caplog.records if "already holds" in r.getMessage()] == [logging.WARNING]
         caplog.clear()

@@ -119,7 +119,8 @@ def continue_at(out: RunWriters, epoch: int, step: int, source: str) -> None:
 
     An index of 0 purges nothing: it would hide every earlier point of its runs. A training that
     starts at 0 in a log directory that already holds another's events is told so (once): its
-    points would be drawn over the earlier ones on the same curves.
+    points would hide the earlier ones (TensorBoard's Rust loader) or be drawn over them (its
+    Python loader).
     """
     if not (step or epoch):
         if "://" not in out.logdir:  # a URL directory is not listed
@@ -127,7 +128,9 @@ def continue_at(out: RunWriters, epoch: int, step: int, source: str) -> None:
             if held:
                 out.say_once("reused", f"gluon_tb: {os.path.join(out.logdir, held[0])} already holds the events "
                              "of an earlier training, and this one starts again at epoch 0, batch 0: "
-                             "TensorBoard draws both on the same curves. Give each training its own logdir "
+                             "TensorBoard's default loader reads the step going back as a restart and shows "
+                             "only this training's points, its Python loader (--load_fast=false) both on the "
+                             "same curves. Give each training its own logdir "
                              "(logs/<name or time>), or delete the old one; to continue that training, pass "
                              "initial_epoch= and initial_step=", logging.WARNING)
         return
