@@ -48,20 +48,6 @@ EMBEDDING_TBX_NAMES = {
 }
 
 
-def session_run_name(hparams: Mapping[str, Any]) -> str:
-    """A run name for a session from its hyperparameters, ``lr=0.01,opt=sgd``: characters other
-    than letters, digits and ``._=,+-`` become ``_``; past 120 characters, cut and followed by a
-    hash of the whole, so that two sets never share a name."""
-    import hashlib
-    import re
-
-    text = ",".join(f"{k}={v}" for k, v in hparams.items())
-    name = re.sub(r"[^A-Za-z0-9._=,+-]", "_", text).lstrip(".") or "hparams"
-    if len(name) > 120:
-        name = name[:100] + "-" + hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
-    return name
-
-
 class SummaryWriter(WriterBase):
     """Writes TensorBoard event files from a background thread.
 
@@ -399,6 +385,8 @@ class SummaryWriter(WriterBase):
                 self._queue("_hparams_", build_hparams, payload,
                             self._top_step if global_step is None else global_step, None)
                 return
+            from ._summaries.hparams import session_run_name
+
             run_name = session_run_name(hparam_dict)
             if self._run not in self._sessions_moved:
                 self._sessions_moved.add(self._run)

@@ -15,7 +15,9 @@ values are the last values of the scalar tags named in ``metric_dict``, read
 from that same run (or runs below it). So, unlike tensorboardX/torch, which
 write these into a new timestamped sub-run, the writer logs them in the run
 the caller writes to, together with the metric values as ordinary scalars:
-one row per run, next to that run's curves.
+one row per run, next to that run's curves. A run holds one session: another set
+of hyperparameters logged by the same writer (a loop of trials) goes into a run
+of its own under it, named by ``run_name`` or by the values (:func:`session_run_name`).
 
 Experiment summary and several runs: TensorBoard uses the experiment summary of
 *one* run (whichever it meets first) for the whole log directory. Runs that log
@@ -27,7 +29,9 @@ without it in any run, TensorBoard derives the columns from every run's values
 """
 from __future__ import annotations
 
+import hashlib
 import numbers
+import re
 import time
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Union
 
@@ -237,3 +241,14 @@ def build_hparams(tag: str, payload: HParamsPayload) -> List[bytes]:
     out.append(_plugin_value(SESSION_END_INFO_TAG, 4, session_end_message(p.start_time)))
     out += [_proto.value(metric, simple_value=host_float(v)) for metric, v in p.metrics.items()]
     return out
+
+
+def session_run_name(hparams: Mapping[str, Any]) -> str:
+    """A run name for a session from its hyperparameters, ``lr=0.01,opt=sgd``: characters other
+    than letters, digits and ``._=,+-`` become ``_``; past 120 characters, cut and followed by a
+    hash of the whole, so that two sets never share a name."""
+    text = ",".join(f"{k}={v}" for k, v in hparams.items())
+    name = re.sub(r"[^A-Za-z0-9._=,+-]", "_", text).lstrip(".") or "hparams"
+    if len(name) > 120:
+        name = name[:100] + "-" + hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return name

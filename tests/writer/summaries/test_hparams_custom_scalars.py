@@ -325,7 +325,7 @@ def test_run_name_puts_the_session_in_a_run_of_that_name(tmp_path):
 
 
 def test_session_run_names_are_plain_and_distinct():
-    from gluon_tb.writer._summary_writer import session_run_name
+    from gluon_tb.writer._summaries.hparams import session_run_name
 
     assert session_run_name({"lr": 0.01, "opt": "sgd"}) == "lr=0.01,opt=sgd"
     assert session_run_name({"path": "/data/x y", ".h": 1}) == "path=_data_x_y,.h=1"
