@@ -85,6 +85,8 @@ class SummaryWriter(WriterBase):
             otherwise (read-only parent...) the first write or ``flush()``
             raises the error, naming the directory. Event files are opened on the
             first write: no empty ones. A URL one is made by its file system.
+            ``None`` (the default): ``runs/<Mon><DD>_<HH>-<MM>-<SS>_<host>`` under the working
+            directory, as tensorboardX's and torch's ``SummaryWriter()``.
         max_queue: pending events that wake the writer thread early.
         flush_secs: the most seconds an event waits in memory before it is
             written to the OS (and so survives a crash of this process), plus the

@@ -41,6 +41,15 @@ WRITER_OTHER_NAMES = {
 }
 
 
+def default_logdir() -> str:
+    """``runs/<Mon><DD>_<HH>-<MM>-<SS>_<host>`` under the working directory: where tensorboardX's and
+    torch's ``SummaryWriter()`` write when given no directory."""
+    import socket
+    from datetime import datetime
+
+    return os.path.join("runs", f"{datetime.now().strftime('%b%d_%H-%M-%S')}_{socket.gethostname()}")
+
+
 class WriterBase:
     """The part of :class:`~gluon_tb.writer.SummaryWriter` that every ``add_*`` call
     shares, and its scalars (see the module docstring)."""
@@ -50,13 +59,15 @@ class WriterBase:
     _MAKE_LOGDIR_NOW = True
 
     @known_keywords(WRITER_OTHER_NAMES)
-    def __init__(self, logdir: Union[str, "os.PathLike[str]"], max_queue: int = 1024,
+    def __init__(self, logdir: Union[str, "os.PathLike[str]", None] = None, max_queue: int = 1024,
                  flush_secs: float = 2.0, filename_suffix: Optional[str] = None,
                  verbose: bool = False, *, max_queue_bytes: Optional[int] = None,
                  on_full: str = "block", purge_step: Optional[int] = None,
                  storage_options: Optional[Mapping[str, Any]] = None,
                  remote: Optional[RemoteOptions] = None,
                  worker_nice: Optional[int] = DEFAULT_WORKER_NICE) -> None:
+        if logdir is None:  # tensorboardX's and torch's default: runs/<time>_<host>
+            logdir = default_logdir()
         logdir = check_writer_args(logdir, max_queue, flush_secs, filename_suffix, max_queue_bytes,
                                    on_full, worker_nice)
         purge_step = check_step(purge_step, "purge_step")

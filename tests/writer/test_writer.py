@@ -587,3 +587,18 @@ def test_writer_thread_keeps_normal_priority_and_its_kernels_run_low(tmp_path, w
     assert fast.probe_nice(want) == (want if want else mine)  # what a kernel given it runs at
     assert readback.scalars(str(tmp_path), ".", "x") == [(0, 0.0), (1, 1.0)]
     assert [e.step for e in readback.tensor_events(str(tmp_path), ".", "big")] == [0, 1]
+
+
+def test_no_logdir_writes_under_runs_as_tensorboardx_does(tmp_path, monkeypatch):
+    """SummaryWriter() (tensorboardX's and torch's habit) was a TypeError naming WriterBase.__init__;
+    it now writes into runs/<Mon><DD>_<HH>-<MM>-<SS>_<host> under the working directory, as they do."""
+    import re
+    import socket
+
+    monkeypatch.chdir(tmp_path)
+    with SummaryWriter() as w:
+        w.add_scalar("a", 1.0, 3)
+    (made,) = os.listdir(tmp_path / "runs")
+    assert re.fullmatch(r"[A-Z][a-z]{2}\d{2}_\d{2}-\d{2}-\d{2}_" + re.escape(socket.gethostname()), made)
+    assert w.logdir == os.path.join("runs", made)
+    assert readback.scalars(str(tmp_path / "runs" / made), ".", "a") == [(3, 1.0)]
