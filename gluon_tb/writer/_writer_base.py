@@ -38,6 +38,8 @@ _W = TypeVar("_W", bound="WriterBase")
 WRITER_OTHER_NAMES = {
     "log_dir": "logdir (the log directory, the first argument)",
     "flush_millis": "flush_secs (seconds)",
+    "comment": "the whole directory as logdir (tensorboardX appends comment to the name of its default one, "
+               "runs/<time>_<host>, which SummaryWriter() without logdir also uses)",
 }
 
 

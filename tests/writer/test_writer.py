@@ -382,6 +382,8 @@ def test_files_follow_the_umask(tmp_path):
     ({"logdir": "x", "flush_secs": "2"}, TypeError, r"flush_secs must be a positive number, got str '2'"),
     ({"logdir": "x", "flush_sec": 2}, TypeError, r"^SummaryWriter\(\) has no argument 'flush_sec'; did you mean 'flush_secs'\?$"),
     ({"log_dir": "x"}, TypeError, r"^SummaryWriter\(\) has no argument 'log_dir' \(another tool's name\): pass logdir"),
+    ({"logdir": "x", "comment": "_lr0.1"}, TypeError,
+     r"^SummaryWriter\(\) has no argument 'comment' \(another tool's name\): pass the whole directory as logdir"),
     ({"logdir": "x", "max_queue": 8.0}, TypeError, "max_queue must be a positive int, got float 8.0"),
     ({"logdir": "x", "max_queue_bytes": 4096.0}, TypeError, "max_queue_bytes"),
     ({"logdir": "x", "on_full": None}, TypeError, "on_full must be one of 'block', 'drop', got NoneType None"),
