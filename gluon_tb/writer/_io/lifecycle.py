@@ -19,7 +19,7 @@ import signal
 import sys
 import threading
 import weakref
-from typing import Any, Protocol
+from typing import Any, Optional, Protocol
 
 log = logging.getLogger("gluon_tb")
 
@@ -56,7 +56,7 @@ def register(writer: Writer, remote: bool = False) -> None:
     if first:  # a forked child inherits these two, so they are made once
         atexit.register(_close_all)
         if hasattr(os, "register_at_fork"):
-            os.register_at_fork(after_in_child=_after_fork)
+            os.register_at_fork(before=_before_fork, after_in_child=_after_fork)
     _hook_multiprocessing()
     if not _sigterm_ours:
         _install_sigterm()
@@ -157,8 +157,9 @@ def _after_fork() -> None:
     SIGTERM, and ``Pool.terminate()`` in the parent would wait for it forever.
     A writer the child makes itself installs the handler again (:func:`register`).
     """
-    global _lock, _sigterm_ours
+    global _lock, _sigterm_ours, _ending_on
     _lock = threading.Lock()
+    _ending_on = None  # a child of the writer's own threads, forked while the parent ends
     for w in list(_live):
         w._after_fork()
     _hook_multiprocessing()
@@ -186,7 +187,21 @@ def _install_sigterm() -> None:
         pass
 
 
+_ending_on: Optional[int] = None  # the thread running the SIGTERM handler: the process is ending
+
+
+def _before_fork() -> None:
+    """While the SIGTERM handler writes what is queued, no other thread of the process forks: a
+    ``Pool`` would start workers (replacing those the signal killed) that outlive the process.
+    The writer's own threads may (their encoders run in child processes)."""
+    if _ending_on is not None and threading.get_ident() != _ending_on and \
+            not threading.current_thread().name.startswith("gluon_tb"):
+        threading.Event().wait()  # until the process ends, moments from now
+
+
 def _on_sigterm(signum: int, frame: Any) -> None:
+    global _ending_on
+    _ending_on = threading.get_ident()
     _close_all()
     _end_daemonic_children()
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
