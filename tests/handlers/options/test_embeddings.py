@@ -55,51 +55,29 @@ def test_embeddings_are_the_classifier_inputs_with_labels(tmp_path, source):
 
 
 
-def test_inputs_the_net_cannot_take_fail_before_training(tmp_path):
+@pytest.mark.parametrize("deferred", [False, True], ids=["shapes-known", "shapes-deferred"])
+def test_inputs_the_net_cannot_take_fail_before_training(tmp_path, deferred):
     """Embeddings(data=) inputs of the wrong shape were found only when the embeddings were computed,
-    at the end of fit (an MXNetError after the whole training); with the net's shapes known, one
-    row goes through the probe at the start, and the error names the argument."""
-    import mxnet as mx
-    import numpy as np
-
+    at the end of fit (an MXNetError after the whole training). One row now goes through the probe
+    at the start (the net's shapes known) or after the first batch (deferred: that batch sets them,
+    and the error comes before any other handler's end of it), and the error names the argument."""
     from estimator_setup import Recorder, loader, make_est, make_net
 
-    net = make_net()
-    net(mx.nd.zeros((1, 1, 8, 8)))  # shapes known
+    def net_as_given():
+        net = make_net()
+        if not deferred:
+            net(mx.nd.zeros((1, 1, 8, 8)))
+        assert any(0 in p.shape for p in net.collect_params().values()) == deferred
+        return net
+
     rec = Recorder()
     bad = (np.zeros((4, 1, 9, 9), np.float32), np.zeros(4, np.float32))
     with pytest.raises(ValueError, match=r"^Embeddings\(data=\): the network cannot take its inputs \(a row of "
                                          r"shape \(1, 9, 9\)\): "):
-        make_est(net).fit(loader(), epochs=1, event_handlers=[
+        make_est(net_as_given()).fit(loader(), epochs=2, event_handlers=[
             TensorBoardHandler(str(tmp_path / "bad"), embeddings=Embeddings(4, data=bad)), rec])
-    assert rec.batch == []
+    assert rec.batch == []  # the recorder (priority 10**6) never saw a batch end
     good = (np.zeros((4, 1, 8, 8), np.float32), np.zeros(4, np.float32))
-    make_est(net).fit(loader(), epochs=1, event_handlers=[
-        TensorBoardHandler(str(tmp_path / "good"), embeddings=Embeddings(4, data=good))])
-    assert (os.path.isfile(tmp_path / "good" / "train" / "projector_config.pbtxt"))
-
-
-def test_inputs_a_deferred_net_cannot_take_fail_at_its_first_batch(tmp_path):
-    """With the net's shapes deferred at train_begin (no forward yet), Embeddings(data=) inputs of
-    the wrong shape failed only at the end of fit; now at the first batch, which set the shapes,
-    with the same error. Right inputs still log the projector."""
-    import mxnet as mx
-    import numpy as np
-
-    from estimator_setup import Recorder, loader, make_est, make_net
-
-    net = make_net()  # never called: the Conv2D's and the Dense's input sizes are deferred
-    assert any(0 in p.shape for p in net.collect_params().values())
-    rec = Recorder()
-    bad = (np.zeros((4, 1, 9, 9), np.float32), np.zeros(4, np.float32))
-    with pytest.raises(ValueError, match=r"^Embeddings\(data=\): the network cannot take its inputs \(a row of "
-                                         r"shape \(1, 9, 9\)\): "):
-        make_est(net).fit(loader(), epochs=2, event_handlers=[
-            TensorBoardHandler(str(tmp_path / "bad"), embeddings=Embeddings(4, data=bad)), rec])
-    assert len(rec.batch) == 0  # our batch_end raised before the recorder's (priority 10**6) of batch 0
-    net = make_net()
-    good = (np.zeros((4, 1, 8, 8), np.float32), np.zeros(4, np.float32))
-    make_est(net).fit(loader(), epochs=1, event_handlers=[
+    make_est(net_as_given()).fit(loader(), epochs=1, event_handlers=[
         TensorBoardHandler(str(tmp_path / "good"), embeddings=Embeddings(4, data=good))])
     assert readback.projector_tensors(str(tmp_path / "good" / "train"))["embedding"].shape[0] == 4
-    mx.nd.waitall()

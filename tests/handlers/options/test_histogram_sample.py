@@ -33,18 +33,23 @@ class Unsized(gluon.data.DataLoader):
         raise TypeError("this loader has no length")
 
 
-def fit(logdir, sized=True, epochs=2, **kw):
-    mx.random.seed(0)
-    net = gluon.nn.HybridSequential(prefix="lm_")
-    with net.name_scope():
-        net.add(gluon.nn.Embedding(VOCAB, DIM), gluon.nn.Flatten(), gluon.nn.Dense(4))
+def estimator(net):
+    """``net`` initialized, its Estimator (SGD) and N samples of 2 token ids in batches of BATCH."""
     net.initialize(mx.init.Xavier())
     rs = np.random.RandomState(0)
     x = rs.randint(0, VOCAB, (N, 2)).astype("float32")
     y = rs.randint(0, 4, N).astype("float32")
     data = gluon.data.DataLoader(gluon.data.ArrayDataset(x, y), batch_size=BATCH)
-    est = Estimator(net, gluon.loss.SoftmaxCrossEntropyLoss(), train_metrics=mx.metric.Accuracy(),
-                    trainer=gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.5}))
+    return Estimator(net, gluon.loss.SoftmaxCrossEntropyLoss(), train_metrics=mx.metric.Accuracy(),
+                     trainer=gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.5})), data
+
+
+def fit(logdir, sized=True, epochs=2, **kw):
+    mx.random.seed(0)
+    net = gluon.nn.HybridSequential(prefix="lm_")
+    with net.name_scope():
+        net.add(gluon.nn.Embedding(VOCAB, DIM), gluon.nn.Flatten(), gluon.nn.Dense(4))
+    est, data = estimator(net)
     est.fit(data if sized else Unsized(data), epochs=epochs, event_handlers=[TensorBoardHandler(logdir, **kw)])
     return net
 
@@ -205,13 +210,7 @@ def test_a_row_sparse_parameter_gives_its_gradients_not_its_weights(tmp_path, kw
     net = gluon.nn.Sequential(prefix="sp_")
     with net.name_scope():
         net.add(gluon.contrib.nn.SparseEmbedding(VOCAB, DIM), gluon.nn.Dense(4, flatten=True))
-    net.initialize(mx.init.Xavier())
-    rs = np.random.RandomState(0)
-    x = rs.randint(0, VOCAB, (N, 2)).astype("float32")
-    y = rs.randint(0, 4, N).astype("float32")
-    data = gluon.data.DataLoader(gluon.data.ArrayDataset(x, y), batch_size=BATCH)
-    est = Estimator(net, gluon.loss.SoftmaxCrossEntropyLoss(), train_metrics=mx.metric.Accuracy(),
-                    trainer=gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.5}))
+    est, data = estimator(net)
     grads = []
 
     class Grads(gluon.contrib.estimator.BatchEnd):
