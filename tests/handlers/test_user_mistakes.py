@@ -4,6 +4,7 @@ Each test makes the mistake with a real ``Estimator.fit`` or a real constructor 
 message, and where the right thing is done instead, the exact steps read back with TensorBoard's loader.
 """
 import logging
+import os
 import warnings
 
 import numpy as np
@@ -347,7 +348,6 @@ SHARED_MISTAKES = [
     ("flush_secs", -1.5, ValueError),
     ("flush_secs", float("nan"), ValueError),
     ("logdir", 123, TypeError),
-    ("logdir", None, TypeError),
     ("logdir", b"logs", TypeError),
     ("logdir", "", ValueError),
     ("storage_options", ["key"], TypeError),
@@ -369,3 +369,16 @@ def test_a_shared_argument_raises_the_same_type_in_the_writer_and_both_adapters(
         assert name in str(e.value), (cls.__name__, str(e.value))
     assert raised == dict.fromkeys(raised, error)
     assert not (tmp_path / "run").exists()
+
+
+def test_the_adapters_need_a_logdir_the_writer_has_a_default(tmp_path, monkeypatch):
+    """SummaryWriter() writes under runs/ as tensorboardX's does; the handler and the callback,
+    whose runs a training names, refuse logdir=None naming it."""
+    from gluon_tb import SummaryWriter
+
+    monkeypatch.chdir(tmp_path)
+    for cls in (TensorBoardHandler, TensorBoardCallback):
+        with pytest.raises(TypeError, match="logdir"):
+            cls(None)
+    SummaryWriter(None).close()
+    assert os.listdir(tmp_path) == ["runs"]
