@@ -352,7 +352,8 @@ class SummaryWriter(WriterBase):
         """Hyperparameters and their final metrics as one session of the HParams dashboard, in
         this same run. The metrics are also logged as scalars under their own tags, at
         ``global_step`` (default: the largest step this writer was given, so that a curve of the
-        same tag is not sent back to an earlier step, which TensorBoard reads as a restart).
+        same tag is not sent back to an earlier step, which TensorBoard reads as a restart; its
+        default loader then shows the metric in place of the curve's last point).
 
         TensorBoard shows one session per run. Calling again with the same hyperparameters
         updates the session's metrics; with others (a loop over trials on one writer, as with
@@ -372,7 +373,7 @@ class SummaryWriter(WriterBase):
             for lr in (0.1, 0.01):  # one run per trial
                 sw.add_hparams({"lr": lr}, {"hp/accuracy": train(lr)}, run_name=f"lr={lr}")
         """
-        from ._io.logdir import check_run_name
+        from ._io.logdir import check_run_name, run_under
         from ._summaries.hparams import build_hparams, capture_hparams
 
         self._check()
@@ -398,6 +399,11 @@ class SummaryWriter(WriterBase):
                              self._logdir, run_name)
         else:
             run_name = check_run_name(run_name, "run_name")
+            held = self._sessions.get(run_under(self._run, run_name))
+            if held is not None and held != payload.hparams:
+                raise ValueError(f"run_name {run_name!r} already holds the session of other hyperparameters "
+                                 f"({held}), got {payload.hparams}: TensorBoard shows one session per run, "
+                                 "so each set needs a run_name of its own")
         self.for_run(run_name)._add_session(payload, global_step)
 
     def _add_session(self, payload: Any, global_step: Optional[int]) -> None:

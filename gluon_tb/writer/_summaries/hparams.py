@@ -245,10 +245,11 @@ def build_hparams(tag: str, payload: HParamsPayload) -> List[bytes]:
 
 def session_run_name(hparams: Mapping[str, Any]) -> str:
     """A run name for a session from its hyperparameters, ``lr=0.01,opt=sgd``: characters other
-    than letters, digits and ``._=,+-`` become ``_``; past 120 characters, cut and followed by a
-    hash of the whole, so that two sets never share a name."""
+    than letters, digits and ``._=,+-`` become ``_``, and then (or past 120 characters, where the
+    name is cut) a hash of the whole text follows, so that two sets never share a name
+    (``opt=adam w`` and ``opt=adam_w``)."""
     text = ",".join(f"{k}={v}" for k, v in hparams.items())
     name = re.sub(r"[^A-Za-z0-9._=,+-]", "_", text).lstrip(".") or "hparams"
-    if len(name) > 120:
+    if name != text or len(name) > 120:
         name = name[:100] + "-" + hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
     return name

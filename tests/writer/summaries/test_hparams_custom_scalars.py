@@ -327,11 +327,29 @@ def test_run_name_puts_the_session_in_a_run_of_that_name(tmp_path):
 def test_session_run_names_are_plain_and_distinct():
     from gluon_tb.writer._summaries.hparams import session_run_name
 
+    import re
+
     assert session_run_name({"lr": 0.01, "opt": "sgd"}) == "lr=0.01,opt=sgd"
-    assert session_run_name({"path": "/data/x y", ".h": 1}) == "path=_data_x_y,.h=1"
-    assert session_run_name({".a": 1}) == "a=1"
+    assert re.fullmatch(r"path=_data_x_y,\.h=1-[0-9a-f]{12}", session_run_name({"path": "/data/x y", ".h": 1}))
+    assert re.fullmatch(r"a=1-[0-9a-f]{12}", session_run_name({".a": 1}))
+    # a name changed to be a run's is followed by a hash of the text: two sets never share one
+    assert session_run_name({"opt": "adam w"}) != session_run_name({"opt": "adam_w"}) == "opt=adam_w"
     long1, long2 = session_run_name({"a": "x" * 200}), session_run_name({"a": "x" * 199 + "y"})
     assert len(long1) == 113 and long1 != long2
+
+
+def test_a_run_name_given_twice_for_two_sets_is_refused(tmp_path):
+    """run_name=f"lr={lr:.1f}" for 0.01 and 0.001: the second set went into the first's session,
+    which then showed the second's metric against the first's hyperparameters."""
+    with SummaryWriter(str(tmp_path)) as w:
+        w.add_hparams({"lr": 0.01}, {"hp/acc": 0.5}, run_name="lr=0.0")
+        with pytest.raises(ValueError, match=r"^run_name 'lr=0.0' already holds the session of other "
+                                             r"hyperparameters \({'lr': 0.01}\), got {'lr': 0.001}"):
+            w.add_hparams({"lr": 0.001}, {"hp/acc": 0.7}, run_name="lr=0.0")
+        w.add_hparams({"lr": 0.01}, {"hp/acc": 0.55}, run_name="lr=0.0")  # the same set: its metric again
+    _, groups = hparams_backend(tmp_path)
+    assert [(g.sessions[0].name, g.hparams["lr"].number_value, [round(m.value, 6) for m in g.metric_values])
+            for g in groups.session_groups] == [("lr=0.0", 0.01, [0.55])]
 
 
 @pytest.mark.parametrize("load_fast", ["true", "false"])
