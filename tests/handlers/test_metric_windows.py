@@ -122,3 +122,22 @@ def test_a_deep_copy_of_a_watched_metric_resets_only_itself(tmp_path):
     assert counts == [BATCH, 2 * BATCH, 3 * BATCH, 4 * BATCH] * 2  # reset by fit at each epoch only
     logged = [v for _, v in readback.scalars(str(tmp_path), "train", "epoch_accuracy")]
     assert logged == pytest.approx([seen[3], seen[7]], abs=1e-6)
+
+
+def test_a_watched_metric_pickles_and_its_copy_is_not_watched():
+    """pickle.dumps(fit's metric) in a callback (to send it through a multiprocessing.Queue) failed:
+    "Can't pickle local object" (the reset hook). It pickles as the metric's own method now."""
+    import pickle
+
+    from gluon_tb.handlers._mxnet.hooks import wrap
+
+    m, calls = mx.metric.Accuracy(), []
+    tap = wrap(m, ("reset", "reset_local"), lambda: calls.append("hook"))
+    m.update([mx.nd.array([1])], [mx.nd.array([[0.1, 0.9]])])
+    twin = pickle.loads(pickle.dumps(m))
+    assert twin.num_inst == 1 and twin.get() == m.get()
+    twin.reset()
+    assert (twin.num_inst, m.num_inst, calls) == (0, 1, [])  # the copy resets itself, unwatched
+    m.reset()
+    assert (m.num_inst, calls) == (0, ["hook"])
+    tap.remove()

@@ -86,6 +86,10 @@ def _find_fit_frame(estimator: Any) -> Any:
     return None
 
 
+def _itself(x: Any) -> Any:
+    return x
+
+
 class _Hooked:
     """A hooked method, kept in the object's ``__dict__``. ``copy.deepcopy`` of the object (a
     callback's snapshot of a metric) gives the copy its own method back, not this hook: calling a
@@ -98,6 +102,13 @@ class _Hooked:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._call(*args, **kwargs)
+
+    def __reduce__(self) -> Tuple[Any, ...]:
+        """Pickled (a metric sent through a ``multiprocessing.Queue``): as the object's own method,
+        or its own attribute from before the hook; unpickled, the copy is not hooked."""
+        if self._saved is not None:
+            return _itself, (self._saved,)
+        return getattr, (self._obj, self._name)
 
     def __deepcopy__(self, memo: Dict[int, Any]) -> Any:
         twin = memo.get(id(self._obj))
