@@ -16,6 +16,8 @@ from __future__ import annotations
 import logging
 from typing import Any, List, Optional, Union
 
+import numpy as np
+
 from ...writer import SummaryWriter
 from ...writer._common.checks import check_name, describe, is_int
 from .._common.checks import check_positive_int, check_positive_int_or_none
@@ -61,6 +63,12 @@ def _check_data(data: Any) -> Any:
         return None
     if isinstance(data, (str, bytes)) or not hasattr(data, "__iter__") or hasattr(data, "shape"):
         raise TypeError(f"Embeddings(data=) must be {expect}, got {describe(data)}")
+    if _is_list_pair(data):  # ([row, ...], [label, ...]) in Python lists: as arrays
+        try:
+            data = (np.asarray(data[0], dtype=np.float32), np.asarray(data[1], dtype=np.float32))
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"Embeddings(data=(inputs, labels)) given as lists must hold rows of one shape "
+                             f"and numbers, got {describe(data)} ({e})") from e
     if _is_pair(data):  # else batches
         if len(data) != 2 or not all(hasattr(a, "shape") and len(a.shape) >= 1 for a in data):
             raise ValueError(f"Embeddings(data=) must be {expect}; a {type(data).__name__} of "
@@ -70,6 +78,13 @@ def _check_data(data: Any) -> Any:
             raise ValueError(f"Embeddings(data=(inputs, labels)) must have one label per input row, got "
                              f"{rows} input rows and {labels} labels")
     return data
+
+
+def _is_list_pair(data: Any) -> bool:
+    """``(inputs, labels)`` as two Python lists (or tuples) of rows and labels, not of batches:
+    a batch list holds arrays, these hold numbers or lists of them."""
+    return isinstance(data, (tuple, list)) and len(data) == 2 and \
+        all(isinstance(a, (list, tuple)) and a and not hasattr(a[0], "shape") for a in data)
 
 
 def _is_pair(data: Any) -> bool:

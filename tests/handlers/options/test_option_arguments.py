@@ -4,6 +4,8 @@
 several options at once, so they are here rather than in one option's file."""
 import pytest
 
+import readback
+
 from gluon_tb.handlers import Embeddings, GradHealth, TensorBoardCallback, TensorBoardHandler
 from module_setup import fit
 
@@ -151,3 +153,24 @@ def test_embeddings_data_is_checked_when_made():
     for bad in ("x", 5, x):
         with pytest.raises(TypeError, match=r"Embeddings\(data=\) must be None, an \(inputs, labels\) pair"):
             Embeddings(data=bad)
+
+
+def test_embeddings_data_in_python_lists_is_a_pair(tmp_path):
+    """Embeddings(data=([row, ...], [label, ...])) in Python lists was taken as batches and failed at
+    train_begin with a bare IndexError; it is the (inputs, labels) pair as arrays, and rows of
+    different lengths say so, naming the argument."""
+    import numpy as np
+
+    from estimator_setup import loader, make_est, make_net
+
+    rows = [[[float(i)] * 8] * 8 for i in range(4)]  # 4 images of 8x8, as nested lists
+    e = Embeddings(4, data=([[r] for r in rows], [0, 1, 2, 3]))
+    assert [a.shape for a in e.data] == [(4, 1, 8, 8), (4,)] and e.data[0].dtype == np.float32
+    with pytest.raises(ValueError, match=r"^Embeddings\(data=\(inputs, labels\)\) given as lists must hold rows "
+                                         r"of one shape"):
+        Embeddings(data=([[1.0, 2.0], [3.0]], [0, 1]))
+    with pytest.raises(ValueError, match=r"one label per input row, got 2 input rows and 3 labels"):
+        Embeddings(data=([[1.0], [2.0]], [0, 1, 2]))
+    make_est(make_net()).fit(loader(), epochs=1, event_handlers=[TensorBoardHandler(str(tmp_path), embeddings=e)])
+    got = readback.projector_tensors(str(tmp_path / "train"))["embedding"]
+    assert got.shape[0] == 4
