@@ -91,7 +91,8 @@ class SummaryWriter(WriterBase):
         flush_secs: the most seconds an event waits in memory before it is
             written to the OS (and so survives a crash of this process), plus the
             time to write it, whatever the load of the machine (see ``worker_nice``).
-            ``float("inf")``: written only at ``flush()``, ``close()`` and when the queue fills.
+            ``float("inf")``: no time bound (the writer thread still writes when it is woken,
+            usually at once, but nothing promises when); ``flush()`` and ``close()`` write all.
         filename_suffix: appended to every event file's name.
         verbose: accepted for mxboard compatibility; nothing is printed (the
             ``gluon_tb`` logger reports what needs saying).

@@ -205,8 +205,8 @@ def test_flush_waits_until_everything_is_on_disk(tmp_path):
 
 @pytest.mark.parametrize("flush_secs", [float("inf"), 1e12])
 def test_flush_secs_without_end_writes_at_flush_and_close(tmp_path, flush_secs):
-    """flush_secs=inf: nothing written on a timer, all of it at flush() and close(). Its
-    threads' waits overflowed a lock's timeout: close() raised OverflowError."""
+    """flush_secs=inf: no time bound, and flush() and close() write everything. Its threads'
+    waits overflowed a lock's timeout: close() raised OverflowError."""
     w = SummaryWriter(tmp_path, flush_secs=flush_secs)
     w.add_scalar("s", 1.0, 0)
     w.flush()

@@ -77,8 +77,8 @@ class Owner(Protocol):
 
 
 def _timeout(seconds: float) -> float:
-    """``seconds`` as a lock's timeout: a very long ``flush_secs`` (``float("inf")``: written at
-    ``flush()``, ``close()`` and when the queue fills) waits as long as a lock can."""
+    """``seconds`` as a lock's timeout: a very long ``flush_secs`` (``float("inf")``: no time
+    bound) waits as long as a lock can."""
     return min(seconds, threading.TIMEOUT_MAX)
 
 
