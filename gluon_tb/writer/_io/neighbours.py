@@ -67,14 +67,16 @@ def other_writer(directory: str, key: str, host: str) -> Optional[str]:
         if _open.get(key, 0) > 1:
             return "another SummaryWriter of this process has an event file open there"
     name = re.compile(r"events\.out\.tfevents\.\d+\." + re.escape(host) + r"\.(\d+)\.\d+")
-    me, now = os.getpid(), time.time()
+    # a forked child (a multiprocessing worker) writing into its parent's run is the documented use of
+    # a writer after fork, not a second training: the parent's files are not counted
+    me, parent, now = os.getpid(), os.getppid(), time.time()
     try:
         names = os.listdir(directory)
     except OSError:
         return None
     for n in names:
         m = name.match(n)
-        if m is None or int(m.group(1)) == me:
+        if m is None or int(m.group(1)) in (me, parent):
             continue
         pid = int(m.group(1))
         try:

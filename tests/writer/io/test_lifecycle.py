@@ -204,6 +204,7 @@ def test_a_multiprocessing_child_writes_what_it_logged_when_it_returns(tmp_path,
         parent.close()
     """, str(tmp_path), which)
     assert p.returncode == 0 and p.stdout.split() == ["0"], p.stderr
+    assert "two writers" not in p.stderr  # a child writing with its parent's writer is no second training
     run_dir = "parent" if which == "parent's" else "own"
     assert readback.scalars(str(tmp_path), run_dir, "c") == [(i, float(i)) for i in range(20)]
     assert readback.scalars(str(tmp_path), "parent", "p") == [(0, 1.0)]
