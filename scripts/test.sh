@@ -19,8 +19,8 @@ run() {
   echo "   done in $((SECONDS - t0)) s"
 }
 
-echo "gluon_tb tests: 5 steps. The first time about 10 minutes (most of it building Horovod);"
-echo "later runs skip what is installed and take about 4 minutes."
+echo "gluon_tb tests: 5 steps. The first time about 12 minutes (most of it building Horovod and the tests);"
+echo "later runs skip what is installed and take about 7 minutes."
 run "1/5 Python packages into .venv (MXNet, TensorBoard, test tools; skipped when installed)" \
   bash -c 'EXTRAS=test; set -euo pipefail; . scripts/_venv.sh'
 # the optional set-up steps (2-4) never stop the run; each failure is noted here, and the tests'
