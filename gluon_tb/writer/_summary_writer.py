@@ -375,7 +375,7 @@ class SummaryWriter(WriterBase):
                 sw.add_hparams({"lr": lr}, {"hp/accuracy": train(lr)}, run_name=f"lr={lr}")
         """
         from ._io.logdir import check_run_name, run_under
-        from ._summaries.hparams import build_hparams, capture_hparams
+        from ._summaries.hparams import capture_hparams
 
         self._check()
         payload = capture_hparams(hparam_dict, metric_dict, hparam_domain_discrete=hparam_domain_discrete,
@@ -385,19 +385,15 @@ class SummaryWriter(WriterBase):
         if run_name is None:
             held = self._sessions.get(self._run)
             if held is None or held == payload.hparams:
-                self._sessions[self._run] = payload.hparams
-                self._queue("_hparams_", build_hparams, payload,
-                            self._top_step if global_step is None else global_step, None)
+                self._add_session(payload, global_step)
                 return
             from ._summaries.hparams import session_run_name
 
             run_name = session_run_name(hparam_dict)
-            if self._run not in self._sessions_moved:
-                self._sessions_moved.add(self._run)
-                _log.warning("gluon_tb: add_hparams: %s already holds the session of other hyperparameters "
-                             "(TensorBoard shows one session per run): this one goes into the run %r under it, "
-                             "and so does each later new set; pass run_name= to name them",
-                             self._logdir, run_name)
+            self._warn_once(f"hparams moved from {self._run}", "gluon_tb: add_hparams: %s already holds the session "
+                            "of other hyperparameters (TensorBoard shows one session per run): this one goes into "
+                            "the run %r under it, and so does each later new set; pass run_name= to name them",
+                            self._logdir, run_name)
         else:
             run_name = check_run_name(run_name, "run_name")
             held = self._sessions.get(run_under(self._run, run_name))

@@ -91,7 +91,6 @@ class WriterBase:
         self._parent: Optional[WriterBase] = None
         self._top_step = 0  # the largest step this writer was given (add_hparams' default step)
         self._sessions: Dict[Optional[str], Dict[str, Any]] = {}  # each run's add_hparams session (its hparams)
-        self._sessions_moved: Set[Optional[str]] = set()  # runs whose other sessions went into runs of their own
         self._warned: Set[str] = set()  # the kinds of _warn_once this writer (and its for_run ones) gave
         self._close_lock = threading.Lock()
         self._projector: List[Any] = []  # embeddings of this run, touched by the worker only
@@ -156,7 +155,7 @@ class WriterBase:
                 view.__dict__.update(
                     _p=root._p, _pool=root._pool, _closed=root._closed, _close_lock=threading.Lock(),
                     _projector=root._run_projectors.setdefault(run, []), _run=run, _parent=root,
-                    _top_step=0, _sessions=root._sessions, _sessions_moved=root._sessions_moved, _warned=root._warned,
+                    _top_step=0, _sessions=root._sessions, _warned=root._warned,
                     _logdir=f"{root._logdir.rstrip('/')}/{run}" if root._p.is_remote
                     else os.path.join(root._logdir, run))
                 root._views[run] = view

@@ -252,10 +252,11 @@ class ParamHistograms:
                 except RuntimeError:  # never initialized (unused parameter)
                     continue
                 chosen.append((name, p))
-                if getattr(p, "_stype", "default") != "default":
+                stype = getattr(p, "_stype", "default")
+                if stype != "default":
                     self._sparse.add(name)
                 shape = tuple(p.shape or ())
-                dense = getattr(p, "_stype", "default") == getattr(p, "_grad_stype", "default") == "default"
+                dense = stype == getattr(p, "_grad_stype", "default") == "default"
                 ctxs = p.list_ctx()
                 if shape and all(d > 0 for d in shape) and len(ctxs) == 1 and dense:
                     self._meta[name] = (shape, np.dtype(p.dtype), ctxs[0])  # its arrays' (no call into MXNet)
