@@ -8,13 +8,15 @@ a live process of this host (``events.out.tfevents.<secs>.<host>.<pid>.<n>``: th
 ``pid`` exists, by ``os.kill(pid, 0)``, and the file was written in the last
 :data:`RECENT_SECS`). One ``RuntimeWarning`` per run directory and process. A writer that
 resumes a run (``purge_step``, which the handlers pass when they detect a resume) does not
-look: the run's earlier writer is expected there. Event files of other hosts are not judged
-(their pid says nothing here).
+look: the run's earlier writer is expected there. Nor are this process's ``multiprocessing``
+parent and children counted: a worker writing with its parent's writer is the documented use of
+a writer after fork. Event files of other hosts are not judged (their pid says nothing here).
 """
 from __future__ import annotations
 
 import os
 import re
+import sys
 import threading
 import time
 import warnings
@@ -60,6 +62,23 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _multiprocessing_family() -> Set[int]:
+    """This process's ``multiprocessing`` parent and live children: a worker writing into its
+    parent's run (a writer used after fork, as documented) is not a second training. A process
+    started otherwise (``subprocess``, a shell) is counted."""
+    mp = sys.modules.get("multiprocessing")
+    if mp is None:
+        return set()
+    try:
+        parent = mp.parent_process()
+        pids = {p.pid for p in mp.active_children() if p.pid is not None}
+        if parent is not None and parent.pid is not None:
+            pids.add(parent.pid)
+        return pids
+    except Exception:  # noqa: BLE001 - no exemption, the check goes on
+        return set()
+
+
 def other_writer(directory: str, key: str, host: str) -> Optional[str]:
     """A sentence naming another writer appending to ``directory`` (this process's event file,
     counted under ``key``, aside), or None."""
@@ -67,16 +86,15 @@ def other_writer(directory: str, key: str, host: str) -> Optional[str]:
         if _open.get(key, 0) > 1:
             return "another SummaryWriter of this process has an event file open there"
     name = re.compile(r"events\.out\.tfevents\.\d+\." + re.escape(host) + r"\.(\d+)\.\d+")
-    # a forked child (a multiprocessing worker) writing into its parent's run is the documented use of
-    # a writer after fork, not a second training: the parent's files are not counted
-    me, parent, now = os.getpid(), os.getppid(), time.time()
+    me, now = os.getpid(), time.time()
+    family = _multiprocessing_family()
     try:
         names = os.listdir(directory)
     except OSError:
         return None
     for n in names:
         m = name.match(n)
-        if m is None or int(m.group(1)) in (me, parent):
+        if m is None or int(m.group(1)) == me or int(m.group(1)) in family:
             continue
         pid = int(m.group(1))
         try:

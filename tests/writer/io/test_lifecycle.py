@@ -273,3 +273,36 @@ def test_sigterm_to_the_process_group_leaves_no_pool_worker_behind(tmp_path):
             os.killpg(p.pid, signal.SIGKILL)
         except OSError:
             pass
+
+
+def test_a_parent_opening_its_file_after_its_childs_is_not_warned(tmp_path):
+    """The parent's writer opens its event file after a forked child (a multiprocessing worker
+    writing with that writer) opened its own there: the parent warned of 'two writers' (CI met it
+    by timing, in the test above); a child's file is not another training's either."""
+    p = run("""
+        import multiprocessing as mp, os, sys
+        from gluon_tb import SummaryWriter
+        w = SummaryWriter(os.path.join(sys.argv[1], "run"), flush_secs=3600)
+        ctx = mp.get_context("fork")
+        written, done = ctx.Event(), ctx.Event()
+
+        def child():
+            w.add_scalar("child", 1.0, 0)
+            w.flush()  # its file is open and written
+            written.set()
+            done.wait(60)
+
+        proc = ctx.Process(target=child)
+        proc.start()
+        assert written.wait(60)
+        w.add_scalar("parent", 2.0, 0)
+        w.flush()  # the parent's first file, beside the live child's
+        done.set()
+        proc.join()
+        w.close()
+        print(proc.exitcode)
+    """, str(tmp_path))
+    assert p.returncode == 0 and p.stdout.split() == ["0"], p.stderr
+    assert "two writers" not in p.stderr
+    assert readback.scalars(str(tmp_path), "run", "parent") == [(0, 2.0)]
+    assert readback.scalars(str(tmp_path), "run", "child") == [(0, 1.0)]
