@@ -71,7 +71,9 @@ def _multiprocessing_family() -> Set[int]:
         return set()
     try:
         parent = mp.parent_process()
-        pids = {p.pid for p in mp.active_children() if p.pid is not None}
+        # its children as multiprocessing lists them, read without active_children()'s reaping
+        # (this runs on the writer thread; the caller's threads may be joining them)
+        pids = {p.pid for p in list(getattr(mp.process, "_children", ())) if p.pid is not None}
         if parent is not None and parent.pid is not None:
             pids.add(parent.pid)
         return pids
